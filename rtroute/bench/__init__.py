@@ -1,0 +1,1 @@
+"""Benchmarks run by `rtroute bench ...`: each measures rtroute against a baseline in one run."""

@@ -1,0 +1,198 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""Cython wrapper over src_c/: conversion and memory ownership only, no algorithm.
+
+Each matcher keeps a Python list indexed by binding id (the C core hands out small dense ids
+and reuses them after removal) so that results come back as the original ``str`` objects.
+"""
+from libc.stdint cimport uint32_t
+from libc.stdlib cimport free, malloc
+
+from rtroute.core.keys import MAX_BINDING_BYTES, MAX_QUERY_BYTES, encode_key
+
+
+cdef extern from "rtroute.h":
+    ctypedef struct rt_matcher:
+        pass
+    ctypedef struct rt_ids:
+        uint32_t *ids
+        size_t len
+        size_t cap
+    ctypedef enum rt_kind:
+        RT_REVERSE
+        RT_FORWARD
+    ctypedef enum rt_direction:
+        RT_AUTO
+        RT_DIR_FORWARD
+        RT_DIR_REVERSED
+    int RT_OK, RT_ENOMEM, RT_ETOOLONG, RT_EINVAL
+
+    void rt_ids_init(rt_ids *out)
+    void rt_ids_free(rt_ids *out)
+    rt_matcher *rt_matcher_new(rt_kind kind)
+    void rt_matcher_free(rt_matcher *m)
+    int rt_add(rt_matcher *m, const char *key, size_t len, uint32_t *id)
+    int rt_remove(rt_matcher *m, const char *key, size_t len, uint32_t *id)
+    int rt_find(const rt_matcher *m, const char *key, size_t len, uint32_t *id)
+    size_t rt_count(const rt_matcher *m)
+    size_t rt_memory(const rt_matcher *m)
+    long rt_match(rt_matcher *m, const char *q, size_t len, rt_ids *out)
+    long rt_match_dir(rt_matcher *m, const char *q, size_t len, rt_direction d, rt_ids *out)
+    int rt_match_batch(rt_matcher *m, const char *buf, const size_t *offs, size_t n,
+                       rt_ids *out, size_t *res_offs)
+    long rt_match_union(rt_matcher *m, const char *buf, const size_t *offs, size_t n,
+                        rt_ids *out)
+
+
+DIRECTIONS = {"auto": RT_AUTO, "forward": RT_DIR_FORWARD, "reversed": RT_DIR_REVERSED}
+
+
+cdef int _check(long rc) except -1:
+    if rc >= 0:
+        return 0
+    if rc == RT_ENOMEM:
+        raise MemoryError("rtroute core: out of memory")
+    if rc == RT_ETOOLONG:
+        raise ValueError("key too long")
+    raise ValueError(f"rtroute core: invalid argument ({rc})")
+
+
+cdef class _Matcher:
+    cdef rt_matcher *_m
+    cdef list _keys
+    cdef rt_ids _out
+
+    def __cinit__(self, *args, **kwargs):
+        self._m = NULL
+        self._keys = []
+        rt_ids_init(&self._out)
+
+    def __dealloc__(self):
+        rt_matcher_free(self._m)
+        rt_ids_free(&self._out)
+
+    cdef _new(self, rt_kind kind):
+        self._m = rt_matcher_new(kind)
+        if self._m == NULL:
+            raise MemoryError("rtroute core: out of memory")
+
+    def add(self, key):
+        """Adds a binding key; returns False if it was already present."""
+        cdef bytes raw = encode_key(key, MAX_BINDING_BYTES, "binding key")
+        cdef uint32_t ident = 0
+        cdef int rc = rt_add(self._m, raw, len(raw), &ident)
+        _check(rc)
+        if rc == 1:
+            if ident >= len(self._keys):
+                self._keys.extend([None] * (ident + 1 - len(self._keys)))
+            self._keys[ident] = key if isinstance(key, str) else raw.decode("utf-8")
+        return rc == 1
+
+    def remove(self, key):
+        """Removes a binding key; returns False if it was absent."""
+        cdef bytes raw = encode_key(key, MAX_BINDING_BYTES, "binding key")
+        cdef uint32_t ident = 0
+        cdef int rc = rt_remove(self._m, raw, len(raw), &ident)
+        _check(rc)
+        if rc == 1:
+            self._keys[ident] = None
+        return rc == 1
+
+    def __contains__(self, key):
+        if not isinstance(key, str):
+            return False
+        try:
+            raw = encode_key(key, MAX_BINDING_BYTES, "binding key")
+        except ValueError:
+            return False
+        cdef uint32_t ident = 0
+        return rt_find(self._m, raw, len(raw), &ident) == 1
+
+    def __len__(self):
+        return rt_count(self._m)
+
+    def __iter__(self):
+        return iter([k for k in self._keys if k is not None])
+
+    def memory(self):
+        """Bytes held by the C tries, interner and tables (not the Python key list)."""
+        return rt_memory(self._m)
+
+    cdef list _collect(self, size_t start, size_t end):
+        cdef list keys = self._keys
+        cdef uint32_t *ids = self._out.ids
+        return [keys[ids[i]] for i in range(start, end)]
+
+    def match(self, query):
+        """Returns every binding key matching ``query``, each once."""
+        return self.match_dir(query, "auto")
+
+    def match_dir(self, query, direction="auto"):
+        """As match(), forcing the trie walked: "auto", "forward" or "reversed"."""
+        cdef bytes raw = encode_key(query, MAX_QUERY_BYTES, "routing key")
+        self._out.len = 0
+        _check(rt_match_dir(self._m, raw, len(raw), DIRECTIONS[direction], &self._out))
+        return self._collect(0, self._out.len)
+
+    cdef bytes _pack(self, list queries, size_t *offs):
+        cdef list parts = []
+        cdef size_t pos = 0
+        cdef size_t i = 0
+        offs[0] = 0
+        for q in queries:
+            raw = encode_key(q, MAX_QUERY_BYTES, "routing key")
+            parts.append(raw)
+            pos += len(raw)
+            i += 1
+            offs[i] = pos
+        return b"".join(parts)
+
+    def match_many(self, queries):
+        """Returns, for each query, the binding keys matching it (one C call for all)."""
+        cdef list qs = list(queries)
+        cdef size_t n = len(qs)
+        cdef size_t *offs = <size_t *>malloc((n + 1) * sizeof(size_t))
+        cdef size_t *res = <size_t *>malloc((n + 1) * sizeof(size_t))
+        cdef bytes buf
+        cdef size_t i
+        if offs == NULL or res == NULL:
+            free(offs)
+            free(res)
+            raise MemoryError("rtroute core: out of memory")
+        try:
+            buf = self._pack(qs, offs)
+            self._out.len = 0
+            _check(rt_match_batch(self._m, buf, offs, n, &self._out, res))
+            return [self._collect(res[i], res[i + 1]) for i in range(n)]
+        finally:
+            free(offs)
+            free(res)
+
+    def match_union(self, queries):
+        """Returns the binding keys matching any of ``queries``, each once."""
+        cdef list qs = list(queries)
+        cdef size_t n = len(qs)
+        cdef size_t *offs = <size_t *>malloc((n + 1) * sizeof(size_t))
+        cdef bytes buf
+        if offs == NULL:
+            raise MemoryError("rtroute core: out of memory")
+        try:
+            buf = self._pack(qs, offs)
+            self._out.len = 0
+            _check(rt_match_union(self._m, buf, offs, n, &self._out))
+            return self._collect(0, self._out.len)
+        finally:
+            free(offs)
+
+
+cdef class ReverseMatcher(_Matcher):
+    """x-rtopic: concrete binding keys; ``*`` and ``#`` in the query."""
+
+    def __cinit__(self, *args, **kwargs):
+        self._new(RT_REVERSE)
+
+
+cdef class ForwardMatcher(_Matcher):
+    """RabbitMQ's topic exchange: ``*`` and ``#`` in the binding key; a concrete query."""
+
+    def __cinit__(self, *args, **kwargs):
+        self._new(RT_FORWARD)

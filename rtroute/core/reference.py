@@ -1,0 +1,108 @@
+"""The pure-Python twin of the native core: short and obviously correct.
+
+It scans every binding and matches words with a memoised glob, so it costs O(bindings) per
+query. It is the fallback when the extension is absent (or ``RTROUTE_PURE=1``) and the oracle of
+the property tests. Same interface as :mod:`rtroute.core._native`.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+
+from rtroute.core.keys import MAX_BINDING_BYTES, MAX_QUERY_BYTES, Key, decode_key, split_words
+
+
+def glob_match(pattern: Sequence[str], words: Sequence[str]) -> bool:
+    """True if ``words`` match ``pattern``, where ``*`` is one word and ``#`` zero or more.
+
+    Runs the pattern as a set of positions (an NFA), word by word, so that long keys need no
+    recursion.
+    """
+
+    def skip_hashes(states: set[int]) -> set[int]:
+        out = set()
+        for i in states:
+            while i < len(pattern) and pattern[i] == "#":
+                out.add(i)  # '#' may take the next word...
+                i += 1  # ...or none
+            out.add(i)
+        return out
+
+    states = skip_hashes({0})
+    for word in words:
+        states = skip_hashes(
+            {i if pattern[i] == "#" else i + 1
+             for i in states if i < len(pattern) and pattern[i] in ("#", "*", word)}
+        )
+        if not states:
+            return False
+    return len(pattern) in states
+
+
+class _Matcher:
+    """A set of binding keys that answers match queries."""
+
+    def __init__(self) -> None:
+        self._words: dict[str, tuple[str, ...]] = {}
+
+    def add(self, key: Key) -> bool:
+        """Adds a binding key; returns False if it was already present."""
+        key = decode_key(key, MAX_BINDING_BYTES, "binding key")
+        if key in self._words:
+            return False
+        self._words[key] = tuple(split_words(key))
+        return True
+
+    def remove(self, key: Key) -> bool:
+        """Removes a binding key; returns False if it was absent."""
+        key = decode_key(key, MAX_BINDING_BYTES, "binding key")
+        return self._words.pop(key, None) is not None
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and key in self._words
+
+    def __len__(self) -> int:
+        return len(self._words)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._words))
+
+    def match(self, query: Key) -> list[str]:
+        """Returns every binding key matching ``query``, each once."""
+        query = decode_key(query, MAX_QUERY_BYTES, "routing key")
+        q = split_words(query)
+        return [key for key, words in self._words.items() if self._matches(q, words)]
+
+    def match_many(self, queries: Iterable[Key]) -> list[list[str]]:
+        """Returns, for each query, the binding keys matching it."""
+        return [self.match(q) for q in list(queries)]
+
+    def match_union(self, queries: Iterable[Key]) -> list[str]:
+        """Returns the binding keys matching any of ``queries``, each once."""
+        seen: dict[str, None] = {}
+        for found in self.match_many(queries):
+            seen.update(dict.fromkeys(found))
+        return list(seen)
+
+    def memory(self) -> int:
+        """Bytes held (an estimate: the pure twin is not built for size)."""
+        return sum(len(k) + 100 for k in self._words)
+
+    @staticmethod
+    def _matches(query: Sequence[str], binding: Sequence[str]) -> bool:
+        raise NotImplementedError
+
+
+class ReverseMatcher(_Matcher):
+    """x-rtopic: concrete binding keys; ``*`` and ``#`` in the query."""
+
+    @staticmethod
+    def _matches(query: Sequence[str], binding: Sequence[str]) -> bool:
+        return glob_match(query, binding)
+
+
+class ForwardMatcher(_Matcher):
+    """RabbitMQ's topic exchange: ``*`` and ``#`` in the binding key; a concrete query."""
+
+    @staticmethod
+    def _matches(query: Sequence[str], binding: Sequence[str]) -> bool:
+        return glob_match(binding, query)

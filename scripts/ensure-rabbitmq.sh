@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Makes sure a RabbitMQ broker runs on 127.0.0.1:5672 with the plugins rtroute uses:
+# installs it from the OS packages if absent, starts it if stopped, enables the plugins.
+set -euo pipefail
+
+PLUGINS="rabbitmq_management rabbitmq_event_exchange rabbitmq_shovel rabbitmq_shovel_management"
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+
+if ! command -v rabbitmq-server >/dev/null 2>&1; then
+    echo "rtroute: RabbitMQ not found; installing it from the OS packages"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq rabbitmq-server
+fi
+
+broker_up() { rabbitmqctl -q status >/dev/null 2>&1; }
+
+if ! broker_up; then
+    echo "rtroute: starting RabbitMQ"
+    $SUDO rabbitmq-server -detached >/dev/null 2>&1 || true
+fi
+# await_startup fails at once while the node has not registered yet: retry it.
+for _ in $(seq 1 60); do
+    if rabbitmqctl -q await_startup --timeout 5 >/dev/null 2>&1; then
+        break
+    fi
+    sleep 1
+done
+broker_up || { echo "rtroute: RabbitMQ did not start" >&2; exit 1; }
+
+enabled=$(rabbitmq-plugins -q list -e -m 2>/dev/null || true)
+missing=""
+for p in $PLUGINS; do
+    grep -qx "$p" <<<"$enabled" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+    echo "rtroute: enabling RabbitMQ plugins:$missing"
+    rabbitmq-plugins -q enable $missing >/dev/null
+fi
+# The management API answers a little after the plugin starts.
+for _ in $(seq 1 30); do
+    curl -fsS -u guest:guest http://127.0.0.1:15672/api/overview >/dev/null 2>&1 && exit 0
+    sleep 1
+done
+echo "rtroute: the management API on 127.0.0.1:15672 did not answer" >&2
+exit 1
