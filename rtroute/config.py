@@ -1,0 +1,535 @@
+"""``rtroute.toml``: connections, managed exchanges, diverts and shovels, validated with lines.
+
+:func:`load` reads the file into frozen dataclasses (:class:`Config` and the section classes
+below). Every key is checked (type, range, choices; unknown keys are errors with a "did you
+mean" suggestion), and every error is a :class:`ConfigError` whose message names the section,
+the entry and the field, with the line it is on::
+
+    rtroute.toml:14: shovel 'my_first_shovel': ack_mode must be one of no_ack, on_publish,
+    on_confirm, got 'on_ack'
+
+Across entries it checks unique names, that each divert's ``address`` (a name, or a topic
+pattern over the names with ``*`` and ``#``) matches a managed exchange, and that the divert
+graph has no cycle (a message diverted from A to B and back to A would loop).
+"""
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote, unquote, urlsplit
+
+from rtroute.config_lines import (
+    ConfigError,
+    Path,
+    TableReader,
+    Where,
+    load_toml,
+    suggest,
+    type_name,
+)
+from rtroute.core.keys import split_words
+from rtroute.core.reference import glob_match
+from rtroute.netaddr import is_loopback, split_listen
+from rtroute.shovel.config import (
+    ShovelConfig,
+    amqp_uri_problem,
+    check_unique,
+    parse_shovel,
+    selector_problem,
+    shortstr_problem,
+)
+
+__all__ = [
+    "BindingConfig",
+    "BrokerConfig",
+    "Config",
+    "ConfigError",
+    "DivertConfig",
+    "ExchangeConfig",
+    "HttpConfig",
+    "ShovelConfig",
+    "address_matches",
+    "derive_management_uri",
+    "load",
+    "loads",
+]
+
+DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
+DEFAULT_LISTEN = "127.0.0.1:9419"
+EXCHANGE_KINDS = ("rtopic", "topic", "direct", "fanout", "headers")
+QUEUE_TYPES = ("classic", "quorum")
+DESTINATION_TYPES = ("queue", "exchange")
+ROUTING_TYPES = ("ANYCAST", "MULTICAST", "PASS", "STRIP")
+SECTIONS = ("broker", "http", "exchange", "divert", "shovel")
+_TRANSFORMER = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """``[broker]``: the RabbitMQ the sidecar serves.
+
+    Attributes:
+        uri: AMQP URI (``amqp://`` or ``amqps://``).
+        management_uri: management HTTP API base URI; by default ``http://HOST:15672/`` (or
+            ``https://HOST:15671/`` for ``amqps``) with the credentials of ``uri``.
+    """
+
+    uri: str = DEFAULT_URI
+    management_uri: str = "http://guest:guest@127.0.0.1:15672/"
+
+
+@dataclass(frozen=True)
+class HttpConfig:
+    """``[http]``: the status endpoint (``/healthz``, ``/status``, ``/metrics``).
+
+    Attributes:
+        listen: ``HOST:PORT`` (``[::1]:PORT`` for IPv6); loopback by default.
+        token: bearer token required by the endpoint; mandatory when ``listen`` is not a
+            loopback address.
+    """
+
+    listen: str = DEFAULT_LISTEN
+    token: str | None = None
+
+    @property
+    def host(self) -> str:
+        """The host part of ``listen`` (without IPv6 brackets)."""
+        return split_listen(self.listen)[0]
+
+    @property
+    def port(self) -> int:
+        """The port part of ``listen``."""
+        return split_listen(self.listen)[1]
+
+
+@dataclass(frozen=True)
+class BindingConfig:
+    """One static binding of a managed exchange (``bindings = [{...}]``).
+
+    Attributes:
+        destination: queue (or exchange) name.
+        key: binding key (``""`` for fanout and headers).
+        destination_type: ``queue`` or ``exchange``.
+        arguments: binding arguments (headers exchanges: ``x-match`` and the header values).
+    """
+
+    destination: str
+    key: str = ""
+    destination_type: str = "queue"
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ExchangeConfig:
+    """``[[exchange]]``: one managed exchange.
+
+    Attributes:
+        name: the exchange publishers publish to.
+        kind: ``rtopic``, ``topic``, ``direct``, ``fanout`` or ``headers``.
+        alternate_exchange: where unroutable messages go (``None``: counted only).
+        prefetch: prefetch window of the ingress consumer (1-65535).
+        ingress_queue_type: ``classic`` or ``quorum``.
+        bcc_alias_header: header with BCC semantics that publishers use instead of ``BCC``
+            (RabbitMQ strips ``BCC`` before the sidecar sees it); removed before delivery.
+        bindings: static bindings, in addition to those learned from the broker.
+        max_hops: how many divert hops a message may take before it is dead-lettered.
+    """
+
+    name: str
+    kind: str = "rtopic"
+    alternate_exchange: str | None = None
+    prefetch: int = 1000
+    ingress_queue_type: str = "classic"
+    bcc_alias_header: str = "x-rtroute-bcc"
+    bindings: list[BindingConfig] = field(default_factory=list)
+    max_hops: int = 16
+
+    @property
+    def ingress_queue(self) -> str:
+        """Name of the ingress queue: ``rtroute.ingress.NAME``."""
+        return f"rtroute.ingress.{self.name}"
+
+    @property
+    def bindings_exchange(self) -> str:
+        """Name of the exchange applications bind to: ``NAME.bindings``."""
+        return f"{self.name}.bindings"
+
+
+@dataclass(frozen=True)
+class DivertConfig:
+    """``[[divert]]``: moves or copies messages between addresses (Artemis names).
+
+    Attributes:
+        name: unique name (also the copies' ``_AMQ_ORIG_QUEUE``).
+        address: managed exchange watched, or a topic pattern (``orders.#``) over their names.
+        forwarding_address: where copies go; may be a comma-separated list.
+        filter: selector a message must match, or ``None`` (all messages).
+        exclusive: the original does not go on when this divert fires.
+        routing_name: diverts sharing one take turns; defaults to ``name`` (all fire).
+        routing_key: routing key of the copy (``None``: the original's).
+        routing_type: ``ANYCAST`` (to the queue named by the forwarding address),
+            ``MULTICAST`` (to the exchange of that name), ``PASS`` (keep the original's kind)
+            or ``STRIP`` (let the forwarding address decide).
+        transformer: ``module:function`` applied to each copy, or ``None``.
+    """
+
+    name: str
+    address: str
+    forwarding_address: str
+    filter: str | None = None
+    exclusive: bool = False
+    routing_name: str = ""
+    routing_key: str | None = None
+    routing_type: str = "STRIP"
+    transformer: str | None = None
+
+    @property
+    def forwarding_addresses(self) -> tuple[str, ...]:
+        """``forwarding_address`` split at commas."""
+        return tuple(a.strip() for a in self.forwarding_address.split(","))
+
+
+@dataclass(frozen=True)
+class Config:
+    """A whole ``rtroute.toml``.
+
+    Attributes:
+        broker: ``[broker]``.
+        http: ``[http]``.
+        exchanges: ``[[exchange]]`` entries, in file order.
+        diverts: ``[[divert]]`` entries, in file order.
+        shovels: ``[[shovel]]`` entries, in file order.
+        path: the file it was read from (``None`` for text).
+    """
+
+    broker: BrokerConfig = field(default_factory=BrokerConfig)
+    http: HttpConfig = field(default_factory=HttpConfig)
+    exchanges: list[ExchangeConfig] = field(default_factory=list)
+    diverts: list[DivertConfig] = field(default_factory=list)
+    shovels: list[ShovelConfig] = field(default_factory=list)
+    path: str | None = None
+
+
+# ---------------------------------------------------------------------------------- loading
+
+
+def load(path: str | os.PathLike) -> Config:
+    """Read and validate an ``rtroute.toml``.
+
+    Raises:
+        ConfigError: the file cannot be read, is not TOML, or a value is wrong (with the line).
+    """
+    name = os.fspath(path)
+    try:
+        with open(name, "rb") as f:
+            raw = f.read()
+    except OSError as exc:
+        raise ConfigError(f"cannot read the config file: {exc.strerror}", None, name) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ConfigError("the config file is not UTF-8", line, name) from None
+    return loads(text, name)
+
+
+def loads(text: str, path: str | None = "rtroute.toml") -> Config:
+    """Validate ``rtroute.toml`` text; ``path`` only names the file in error messages.
+
+    Raises:
+        ConfigError: with the line of the offending key.
+    """
+    data, source = load_toml(text, path)
+    where = Where(source, path)
+    for key, value in data.items():
+        if key not in SECTIONS:
+            what = "section" if isinstance(value, (Mapping, list)) else "top-level key"
+            raise where.error((key,), f"unknown {what} '{key}'" + suggest(key, SECTIONS))
+    broker = _parse_broker(_section(data, where, "broker"))
+    http = _parse_http(_section(data, where, "http"))
+    exchanges = [
+        _parse_exchange(TableReader(item, ("exchange", i), where, f"exchange #{i + 1}"))
+        for i, item in enumerate(_entries(data, where, "exchange"))
+    ]
+    _unique(where, "exchange", [(e.name, ("exchange", i, "name")) for i, e in enumerate(exchanges)])
+    diverts = [
+        _parse_divert(TableReader(item, ("divert", i), where, f"divert #{i + 1}"))
+        for i, item in enumerate(_entries(data, where, "divert"))
+    ]
+    _unique(where, "divert", [(d.name, ("divert", i, "name")) for i, d in enumerate(diverts)])
+    _check_divert_graph(where, exchanges, diverts)
+    shovel_tables = _entries(data, where, "shovel")
+    shovel_paths: list[Path] = [("shovel", i) for i in range(len(shovel_tables))]
+    shovels = [parse_shovel(item, where, p) for item, p in zip(shovel_tables, shovel_paths)]
+    check_unique(shovels, where, shovel_paths)
+    return Config(broker=broker, http=http, exchanges=exchanges, diverts=diverts,
+                  shovels=shovels, path=path)
+
+
+def _section(data: Mapping[str, Any], where: Where, name: str) -> TableReader:
+    value = data.get(name, {})
+    if not isinstance(value, Mapping):
+        raise where.error((name,), f"[{name}] must be a table, got {type_name(value)}")
+    return TableReader(value, (name,), where, f"[{name}]")
+
+
+def _entries(data: Mapping[str, Any], where: Where, name: str) -> list[Mapping[str, Any]]:
+    value = data.get(name, [])
+    if isinstance(value, Mapping):
+        raise where.error((name,), f"{name} must be an array of tables: write [[{name}]]")
+    if not isinstance(value, list):
+        raise where.error((name,), f"{name} must be an array of tables ([[{name}]]), got "
+                          f"{type_name(value)}")
+    for i, item in enumerate(value):
+        if not isinstance(item, Mapping):
+            raise where.error((name, i), f"{name} #{i + 1} must be a table, got "
+                              f"{type_name(item)}")
+    return value
+
+
+def _unique(where: Where, section: str, names: list[tuple[str, Path]]) -> None:
+    seen: dict[str, Path] = {}
+    for name, path in names:
+        if name in seen:
+            first = where.source.line(seen[name])
+            raise where.error(path, f"{section} {name!r}: name used twice (first defined on "
+                              f"line {first})")
+        seen[name] = path
+
+
+def _name(reader: TableReader, section: str) -> str:
+    name = reader.string("name", empty=False)
+    reader.context = f"{section} {name!r}"
+    return name
+
+
+def _checked_name(reader: TableReader, key: str, value: str | None) -> None:
+    """Reject AMQP names longer than a short string allows."""
+    if value is not None:
+        problem = shortstr_problem(value)
+        if problem:
+            raise reader.error_at((key,), f"{reader.label(key)} {problem}")
+
+
+# ----------------------------------------------------------------------------- [broker]/[http]
+
+
+def _parse_broker(reader: TableReader) -> BrokerConfig:
+    uri = reader.string("uri", default=DEFAULT_URI, empty=False)
+    problem = amqp_uri_problem(uri)
+    if problem:
+        raise reader.error_at(("uri",), f"uri {problem}")
+    management = reader.string("management_uri", default=None, empty=False)
+    if management is None:
+        management = derive_management_uri(uri)
+    else:
+        try:
+            parts = urlsplit(management)
+            parts.port  # noqa: B018 - raises on a bad port
+        except ValueError as exc:
+            raise reader.error_at(("management_uri",),
+                                  f"management_uri is not a valid URI ({exc})") from None
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise reader.error_at(("management_uri",), "management_uri must be an http:// or "
+                                  f"https:// URI with a host, got {management!r}")
+    reader.finish()
+    return BrokerConfig(uri=uri, management_uri=management)
+
+
+def derive_management_uri(amqp_uri: str) -> str:
+    """The management API URI of the broker at ``amqp_uri``, with the same credentials.
+
+    ``amqp://u:p@host:5672/v`` gives ``http://u:p@host:15672/``; ``amqps`` gives ``https`` on
+    port 15671; a URI without host means the local broker, without credentials guest/guest.
+    """
+    parts = urlsplit(amqp_uri)
+    host = parts.hostname or "127.0.0.1"
+    if ":" in host:
+        host = f"[{host}]"
+    user = unquote(parts.username) if parts.username is not None else "guest"
+    password = unquote(parts.password) if parts.password is not None else "guest"
+    scheme, port = ("https", 15671) if parts.scheme == "amqps" else ("http", 15672)
+    return f"{scheme}://{quote(user, safe='')}:{quote(password, safe='')}@{host}:{port}/"
+
+
+def _parse_http(reader: TableReader) -> HttpConfig:
+    listen = reader.string("listen", default=DEFAULT_LISTEN, empty=False)
+    try:
+        host, _port = split_listen(listen)
+    except ValueError as exc:
+        raise reader.error_at(("listen",), f"listen {exc}, got {listen!r}") from None
+    token = reader.string("token", default=None, empty=False)
+    reader.finish()
+    if token is None and not is_loopback(host):
+        raise reader.error_at(("listen",), f"listen {listen!r} is not a loopback address, so "
+                              "a token is required (token = \"...\")")
+    return HttpConfig(listen=listen, token=token)
+
+
+# ------------------------------------------------------------------------------- [[exchange]]
+
+
+def _parse_exchange(reader: TableReader) -> ExchangeConfig:
+    name = _name(reader, "exchange")
+    _checked_name(reader, "name", name)
+    if name.startswith("amq."):
+        raise reader.error_at(("name",), "name must not start with 'amq.' (reserved by "
+                              "RabbitMQ)")
+    kind = reader.choice("kind", EXCHANGE_KINDS, default="rtopic")
+    alternate = reader.string("alternate_exchange", default=None, empty=False)
+    _checked_name(reader, "alternate_exchange", alternate)
+    if alternate == name:
+        raise reader.error_at(("alternate_exchange",),
+                              "alternate_exchange must differ from the exchange itself")
+    prefetch = reader.integer("prefetch", default=1000, minimum=1, maximum=65535)
+    queue_type = reader.choice("ingress_queue_type", QUEUE_TYPES, default="classic")
+    bcc_alias = reader.string("bcc_alias_header", default="x-rtroute-bcc", empty=False)
+    if bcc_alias in ("CC", "BCC"):
+        raise reader.error_at(("bcc_alias_header",),
+                              f"bcc_alias_header must not be {bcc_alias!r}: RabbitMQ itself "
+                              "acts on CC and BCC")
+    bindings = _parse_bindings(reader)
+    max_hops = reader.integer("max_hops", default=16, minimum=1, maximum=1000)
+    reader.finish()
+    return ExchangeConfig(name=name, kind=kind, alternate_exchange=alternate, prefetch=prefetch,
+                          ingress_queue_type=queue_type, bcc_alias_header=bcc_alias,
+                          bindings=bindings, max_hops=max_hops)
+
+
+def _parse_bindings(reader: TableReader) -> list[BindingConfig]:
+    got = reader.take("bindings")
+    if got is None:
+        return []
+    raw, value = got
+    if not isinstance(value, list):
+        raise reader.error_at((raw,), f"bindings must be an array of tables, got "
+                              f"{type_name(value)}")
+    out = []
+    for i, item in enumerate(value):
+        if not isinstance(item, Mapping):
+            raise reader.error_at((raw, i), f"bindings[{i}] must be a table like "
+                                  "{destination = \"q\", key = \"a.b\"}, got "
+                                  f"{type_name(item)}")
+        sub = TableReader(item, reader.path + (raw, i), reader.where, reader.context,
+                          label_start=len(reader.path))
+        destination = sub.string("destination", empty=False)
+        _checked_name(sub, "destination", destination)
+        key = sub.string("key", default="")
+        _checked_name(sub, "key", key)
+        destination_type = sub.choice("destination_type", DESTINATION_TYPES, default="queue")
+        arguments = dict(sub.get("arguments", kind="table", default={}))
+        sub.finish()
+        out.append(BindingConfig(destination=destination, key=key,
+                                 destination_type=destination_type, arguments=arguments))
+    return out
+
+
+# --------------------------------------------------------------------------------- [[divert]]
+
+
+def _parse_divert(reader: TableReader) -> DivertConfig:
+    name = _name(reader, "divert")
+    address = reader.string("address", empty=False)
+    forwarding = _parse_forwarding(reader)
+    selector = reader.string("filter", default=None)
+    if selector is not None:
+        problem = selector_problem(selector)
+        if problem:
+            message, position = problem
+            at = f" at position {position}" if position is not None else ""
+            raise reader.error_at(("filter",), f"filter: invalid selector{at}: {message}")
+    exclusive = reader.boolean("exclusive", default=False)
+    routing_name = reader.string("routing_name", default=name, empty=False)
+    routing_key = reader.string("routing_key", default=None)
+    _checked_name(reader, "routing_key", routing_key)
+    routing_type = reader.choice("routing_type", ROUTING_TYPES, default="STRIP")
+    transformer = reader.string("transformer", default=None, empty=False)
+    if transformer is not None and not _TRANSFORMER.match(transformer):
+        raise reader.error_at(("transformer",), "transformer must be 'module:function' (e.g. "
+                              f"'myapp.transforms:tag'), got {transformer!r}")
+    reader.finish()
+    return DivertConfig(name=name, address=address, forwarding_address=forwarding,
+                        filter=selector, exclusive=exclusive, routing_name=routing_name,
+                        routing_key=routing_key, routing_type=routing_type,
+                        transformer=transformer)
+
+
+def _parse_forwarding(reader: TableReader) -> str:
+    got = reader.take("forwarding_address")
+    if got is None:
+        raise reader.error("forwarding_address is required")
+    raw, value = got
+    if isinstance(value, str):
+        parts = value.split(",")
+    elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+        parts = list(value)
+    else:
+        raise reader.error_at((raw,), "forwarding_address must be a string (comma-separated "
+                              f"for several) or an array of strings, got {type_name(value)}")
+    parts = [p.strip() for p in parts]
+    if not parts or not all(parts):
+        raise reader.error_at((raw,), f"forwarding_address has an empty address: {value!r}")
+    for part in parts:
+        _checked_name(reader, raw, part)
+    return ",".join(parts)
+
+
+def address_matches(pattern: str, name: str) -> bool:
+    """Whether exchange ``name`` matches divert address ``pattern`` (RabbitMQ topic rules)."""
+    return glob_match(split_words(pattern), split_words(name))
+
+
+def _check_divert_graph(
+    where: Where, exchanges: list[ExchangeConfig], diverts: list[DivertConfig]
+) -> None:
+    """Every divert watches a managed exchange, and no message can be diverted in a circle."""
+    names = [e.name for e in exchanges]
+    managed = set(names)
+    edges: dict[str, list[tuple[str, int]]] = {n: [] for n in names}
+    for i, divert in enumerate(diverts):
+        watched = [n for n in names if address_matches(divert.address, n)]
+        if not watched:
+            raise where.error(
+                ("divert", i, "address"),
+                f"divert {divert.name!r}: address {divert.address!r} matches no managed "
+                "exchange; declare it with [[exchange]]" + suggest(divert.address, names),
+            )
+        if divert.routing_type == "ANYCAST":
+            continue  # copies go to a queue, not back through a managed exchange
+        for source in watched:
+            for target in divert.forwarding_addresses:
+                if target in managed:
+                    edges[source].append((target, i))
+
+    state: dict[str, int] = {}  # 1 = on the current path, 2 = done
+    stack: list[tuple[str, int]] = []  # (exchange, divert that led to it)
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        for target, divert_index in edges[node]:
+            if state.get(target) == 1:
+                start = next(k for k, (n, _d) in enumerate(stack) if n == target)
+                loop = stack[start:] + [(target, divert_index)]
+                hops = " -> ".join(n for n, _d in loop)
+                used = ", ".join(repr(diverts[d].name) for _n, d in loop[1:])
+                divert = diverts[divert_index]
+                raise where.error(
+                    ("divert", divert_index, "forwarding_address"),
+                    f"divert {divert.name!r}: forwarding to {target!r} closes a cycle "
+                    f"{hops} (diverts {used}); diverted messages would loop",
+                )
+            if state.get(target) is None:
+                stack.append((target, divert_index))
+                visit(target)
+                stack.pop()
+        state[node] = 2
+
+    for name in names:
+        if state.get(name) is None:
+            stack.append((name, -1))
+            visit(name)
+            stack.pop()
+
