@@ -1,0 +1,1 @@
+"""The sidecar: managed exchanges served from outside RabbitMQ (see DESIGN.md's broker layout)."""

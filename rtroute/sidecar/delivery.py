@@ -1,0 +1,123 @@
+"""Plans the republishes that deliver one routed message. Pure logic, no I/O.
+
+The sidecar hands the matched *binding keys* to RabbitMQ: one publish to ``NAME.bindings``
+(direct) with the original routing key, the original headers and ``BCC`` = the matched keys.
+RabbitMQ resolves keys to queues, gives each queue one copy and strips ``BCC``.
+
+A header frame must fit in ``frame_max``, which bounds one publish's BCC list. A larger match
+set is split into several publishes such that no destination is reachable from two of them
+(keys that share a destination travel together). That is only safe when the routing key and the
+CC entries (which RabbitMQ routes on every publish) are not themselves bound keys; otherwise, and
+for a group of keys too large for any frame, the remaining destinations are reached one by one:
+a queue through the default exchange (the consumer then sees exchange ``""`` and the queue name
+as routing key: a documented difference), an exchange directly with the original routing key.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+# AMQP field-table cost of BCC: name (1 + 3), type (1), array length (4); per entry type (1),
+# string length (4) and the bytes.
+BCC_FIXED_COST = 9
+BCC_ENTRY_COST = 5
+
+Destination = tuple[str, str]  # (destination_type "queue" | "exchange", name)
+
+
+@dataclass(frozen=True)
+class Publish:
+    """One republish: to ``exchange`` with ``routing_key``; ``bcc`` is None for a direct one."""
+
+    exchange: str
+    routing_key: str
+    bcc: tuple[str, ...] | None
+
+
+def bcc_cost(keys: Iterable[str]) -> int:
+    """Encoded size in bytes of a ``BCC`` header holding ``keys``."""
+    return BCC_FIXED_COST + sum(BCC_ENTRY_COST + len(k.encode("utf-8")) for k in keys)
+
+
+def plan_delivery(
+    bindings_exchange: str,
+    routing_key: str,
+    cc: Iterable[str],
+    matched: Iterable[str],
+    destinations_by_key: Mapping[str, Iterable[Destination]],
+    budget: int,
+) -> list[Publish]:
+    """Returns the publishes that give every destination of ``matched`` exactly one copy.
+
+    Args:
+        bindings_exchange: the direct exchange holding the bindings (``NAME.bindings``).
+        routing_key: the routing key as published (kept on every publish).
+        cc: the string entries of the ``CC`` header as published (kept).
+        matched: the distinct binding keys the message matched.
+        destinations_by_key: where each binding key leads.
+        budget: bytes the ``BCC`` header may take in one header frame.
+    """
+    keys = sorted(set(matched))
+    if not keys:
+        return []
+    if bcc_cost(keys) <= budget:
+        return [Publish(bindings_exchange, routing_key, tuple(keys))]
+
+    groups = _groups_sharing_destinations(keys, destinations_by_key)
+    always_routed = {routing_key, *cc}
+    # RabbitMQ routes the routing key and CC on every publish: the group reached that way must
+    # travel in the first publish, and a second publish is safe only if no such key is bound.
+    groups.sort(key=lambda g: (not (always_routed & set(g)), -len(g)))
+    splittable = not any(k in destinations_by_key for k in always_routed)
+
+    publishes: list[Publish] = []
+    current: list[str] = []
+    leftover: list[str] = []
+    for group in groups:
+        if bcc_cost(current + group) <= budget:
+            current += group
+        elif not publishes and not current and not splittable:
+            leftover += group  # cannot go in a BCC publish at all (too large for one frame)
+        elif splittable and bcc_cost(group) <= budget:
+            publishes.append(Publish(bindings_exchange, routing_key, tuple(sorted(current))))
+            current = list(group)
+        else:
+            leftover += group
+    if current:
+        publishes.append(Publish(bindings_exchange, routing_key, tuple(sorted(current))))
+
+    reached = {d for p in publishes for k in (p.bcc or ()) for d in destinations_by_key.get(k, ())}
+    if not splittable and publishes:
+        reached |= {d for k in always_routed for d in destinations_by_key.get(k, ())}
+    direct = sorted({d for k in leftover for d in destinations_by_key.get(k, ())} - reached)
+    for kind, name in direct:
+        if kind == "exchange":
+            publishes.append(Publish(name, routing_key, None))
+        else:
+            publishes.append(Publish("", name, None))
+    return publishes
+
+
+def _groups_sharing_destinations(
+    keys: list[str], destinations_by_key: Mapping[str, Iterable[Destination]]
+) -> list[list[str]]:
+    """Partitions ``keys`` so that keys reaching a common destination share a group."""
+    parent = {k: k for k in keys}
+
+    def find(k: str) -> str:
+        while parent[k] != k:
+            parent[k] = parent[parent[k]]
+            k = parent[k]
+        return k
+
+    owner: dict[Destination, str] = {}
+    for k in keys:
+        for d in destinations_by_key.get(k, ()):
+            if d in owner:
+                parent[find(k)] = find(owner[d])
+            else:
+                owner[d] = k
+    groups: dict[str, list[str]] = {}
+    for k in keys:
+        groups.setdefault(find(k), []).append(k)
+    return list(groups.values())

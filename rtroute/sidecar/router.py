@@ -1,0 +1,163 @@
+"""Decides what happens to each ingress message of one managed exchange. Pure logic, no I/O.
+
+Per message: route the routing key, the ``CC`` entries and the BCC-alias entries (RabbitMQ
+strips a publisher's ``BCC`` before the ingress queue stores the message, so rtopic publishers
+put their blind copies in an alias header, ``x-rtroute-bcc`` by default) with the core; then
+plan the republishes (:mod:`rtroute.sidecar.delivery`). A message that cannot be routed as
+published is dead-lettered with the reason; one that matches nothing is unroutable.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rtroute.core import MAX_BINDING_BYTES, MAX_QUERY_BYTES
+from rtroute.core.keys import decode_key
+from rtroute.routing import PreconditionFailed, extra_routing_keys, make_exchange
+from rtroute.sidecar.delivery import Destination, Publish, plan_delivery
+
+DEFAULT_BCC_ALIAS = "x-rtroute-bcc"
+ERROR_HEADER = "x-rtroute-error"
+# A header frame is at most frame_max (128 KiB on RabbitMQ by default); leave room for the
+# frame and property overhead and the message's own headers (subtracted per message).
+DEFAULT_FRAME_MAX = 131072
+FRAME_OVERHEAD = 1024
+
+
+@dataclass
+class Decision:
+    """The outcome for one ingress message.
+
+    Attributes:
+        publishes: the republishes to make (empty: nothing to publish).
+        headers: the headers every republish carries (alias removed, everything else as is).
+        error: why the message is dead-lettered, or None.
+        unroutable: no binding matched.
+    """
+
+    publishes: list[Publish] = field(default_factory=list)
+    headers: dict = field(default_factory=dict)
+    error: str | None = None
+    unroutable: bool = False
+
+
+def field_table_size(value: Any) -> int:
+    """An upper bound of the AMQP 0-9-1 encoded size of a header value (or table)."""
+    if isinstance(value, Mapping):
+        return 4 + sum(1 + len(str(k).encode()) + 1 + field_table_size(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return 4 + sum(1 + field_table_size(v) for v in value)
+    if isinstance(value, str):
+        return 4 + len(value.encode("utf-8", "surrogatepass"))
+    if isinstance(value, (bytes, bytearray)):
+        return 4 + len(value)
+    return 9
+
+
+class ExchangeRouter:
+    """Bindings and routing decisions for one managed exchange ``NAME``.
+
+    Args:
+        name: the exchange publishers publish to.
+        kind: ``rtopic`` (others arrive with diverts).
+        bcc_alias: the header carrying BCC entries past RabbitMQ's ingress (stripped on delivery).
+        alternate_exchange: where unroutable messages go (declared as the alternate exchange of
+            ``NAME.bindings``, so publishing there unrouted reaches it).
+        frame_max: the negotiated frame size that bounds one publish's BCC list.
+    """
+
+    def __init__(self, name: str, kind: str = "rtopic", bcc_alias: str = DEFAULT_BCC_ALIAS,
+                 alternate_exchange: str | None = None,
+                 frame_max: int = DEFAULT_FRAME_MAX) -> None:
+        self.name = name
+        self.bindings_exchange = f"{name}.bindings"
+        self.bcc_alias = bcc_alias
+        self.alternate_exchange = alternate_exchange
+        self.frame_max = frame_max
+        self._exchange = make_exchange(kind, name)
+        self._destinations_by_key: dict[str, set[Destination]] = {}
+
+    # -- bindings (fed by the binding watcher or the static config) --------------------------
+    def bind(self, destination: Destination, key: str) -> bool:
+        """Adds a binding of ``destination`` ("queue"|"exchange", name) with ``key``."""
+        added = self._exchange.bind(_encode(destination), key)
+        if added:
+            self._destinations_by_key.setdefault(key, set()).add(destination)
+        return added
+
+    def unbind(self, destination: Destination, key: str) -> bool:
+        """Removes one binding; returns False if it was not known."""
+        removed = self._exchange.unbind(_encode(destination), key)
+        if removed:
+            dests = self._destinations_by_key[key]
+            dests.discard(destination)
+            if not dests:
+                del self._destinations_by_key[key]
+        return removed
+
+    def replace_bindings(self, bindings: Sequence[tuple[Destination, str]]) -> None:
+        """Makes the known bindings exactly ``bindings`` (after a full re-listing)."""
+        wanted = set(bindings)
+        current = {(d, k) for k, ds in self._destinations_by_key.items() for d in ds}
+        for dest, key in current - wanted:
+            self.unbind(dest, key)
+        for dest, key in wanted - current:
+            self.bind(dest, key)
+
+    def bindings(self) -> list[tuple[Destination, str]]:
+        """Every known ``((type, name), key)``, sorted."""
+        return sorted((d, k) for k, ds in self._destinations_by_key.items() for d in ds)
+
+    # -- decisions ------------------------------------------------------------------------
+    def decide_many(self, messages: Sequence[tuple[str, Mapping[str, Any] | None]]
+                    ) -> list[Decision]:
+        """Decides each ``(routing_key, headers)``; bad messages get ``error``, never raise."""
+        decisions: list[Decision | None] = []
+        valid: list[tuple[int, str, dict, list[str], list[str]]] = []
+        for i, (routing_key, headers) in enumerate(messages):
+            try:
+                delivered, cc, queries = self._queries(routing_key, headers)
+            except (PreconditionFailed, TypeError, ValueError) as exc:
+                decisions.append(Decision(headers=dict(headers or {}), error=str(exc)))
+                continue
+            decisions.append(None)
+            valid.append((i, queries[0], delivered, cc, queries))
+        routed = self._exchange.route_many(
+            [(q[0], {"CC": q[1:]}) for (_, _, _, _, q) in valid])
+        for (i, routing_key, delivered, cc, _), result in zip(valid, routed):
+            decisions[i] = self._decision(routing_key, delivered, cc, result.binding_keys)
+        return decisions  # type: ignore[return-value]
+
+    def _queries(self, routing_key: Any, headers: Mapping[str, Any] | None
+                 ) -> tuple[dict, list[str], list[str]]:
+        routing_key = decode_key(routing_key, MAX_BINDING_BYTES, "routing key")
+        headers = dict(headers or {})
+        cc, bcc = extra_routing_keys(headers)
+        alias = headers.pop(self.bcc_alias, None)
+        if alias is not None:
+            if not isinstance(alias, (list, tuple)):
+                raise PreconditionFailed(
+                    f"header {self.bcc_alias!r} must be an array of routing keys, "
+                    f"got {type(alias).__name__}")
+            bcc += [k for k in alias if isinstance(k, str)]
+        extra = [decode_key(k, MAX_QUERY_BYTES, "CC/BCC entry") for k in (*cc, *bcc)]
+        headers.pop("BCC", None)
+        return headers, cc, [routing_key, *extra]
+
+    def _decision(self, routing_key: str, headers: dict, cc: list[str], keys) -> Decision:
+        if not keys:
+            publishes = [Publish(self.bindings_exchange, routing_key, ())] \
+                if self.alternate_exchange else []
+            return Decision(publishes, headers, unroutable=True)
+        budget = self.frame_max - FRAME_OVERHEAD - field_table_size(headers)
+        plan = plan_delivery(self.bindings_exchange, routing_key, cc, keys,
+                             self._destinations_by_key, budget)
+        return Decision(plan, headers)
+
+
+def _encode(destination: Destination) -> str:
+    kind, name = destination
+    if kind not in ("queue", "exchange"):
+        raise ValueError(f"destination type must be queue or exchange, got {kind!r}")
+    return f"{kind}:{name}"

@@ -1,0 +1,64 @@
+"""The delivery planner: every destination once, BCC lists that fit one frame."""
+from collections import Counter
+
+from rtroute.sidecar.delivery import bcc_cost, plan_delivery
+
+
+def copies(plan, destinations_by_key, routing_key, cc=()):
+    """What RabbitMQ would deliver: per publish, the union of routing key, CC and BCC routes."""
+    got = Counter()
+    for p in plan:
+        if p.bcc is None:
+            got[("exchange", p.exchange) if p.exchange else ("queue", p.routing_key)] += 1
+            continue
+        reached = set()
+        for k in (routing_key, *cc, *p.bcc):
+            reached.update(destinations_by_key.get(k, ()))
+        got.update(reached)
+    return got
+
+
+def q(name):
+    return ("queue", name)
+
+
+def test_small_match_set_is_one_publish_with_bcc():
+    dbk = {"a.b": [q("A")], "a.c": [q("A"), q("B")]}
+    plan = plan_delivery("x.bindings", "a.*", [], ["a.c", "a.b"], dbk, 1000)
+    assert len(plan) == 1 and plan[0].bcc == ("a.b", "a.c") and plan[0].exchange == "x.bindings"
+    assert copies(plan, dbk, "a.*") == {q("A"): 1, q("B"): 1}
+
+
+def test_no_match_plans_nothing():
+    assert plan_delivery("x.bindings", "a", [], [], {}, 1000) == []
+
+
+def test_large_set_splits_without_duplicates_keeping_shared_destinations_together():
+    dbk = {f"k.{i}": [q(f"Q{i % 50}")] for i in range(2000)}
+    dbk["k.7"] = [q("Q7"), q("shared")]
+    dbk["k.1999"] = [q("Q49"), q("shared")]
+    budget = 2000
+    plan = plan_delivery("x.bindings", "k.*", [], list(dbk), dbk, budget)
+    assert len(plan) > 1
+    assert all(p.bcc is not None and bcc_cost(p.bcc) <= budget for p in plan)
+    got = copies(plan, dbk, "k.*")
+    assert set(got) == {d for ds in dbk.values() for d in ds}
+    assert max(got.values()) == 1
+
+
+def test_bound_routing_key_forces_direct_fallback_instead_of_duplicates():
+    dbk = {f"k.{i}": [q(f"Q{i}")] for i in range(500)}
+    dbk["k.#"] = [q("literal")]  # a queue bound with the published pattern itself
+    plan = plan_delivery("x.bindings", "k.#", [], list(dbk), dbk, 1500)
+    got = copies(plan, dbk, "k.#")
+    assert set(got) == {d for ds in dbk.values() for d in ds}
+    assert max(got.values()) == 1
+    assert any(p.bcc is None for p in plan)
+
+
+def test_group_too_large_for_any_frame_goes_direct():
+    dbk = {f"k.{i}": [q("Big"), ("exchange", "X")] for i in range(1000)}
+    dbk["other"] = [q("O")]
+    plan = plan_delivery("x.bindings", "#", [], list(dbk), dbk, 500)
+    got = copies(plan, dbk, "#")
+    assert got == {q("Big"): 1, ("exchange", "X"): 1, q("O"): 1}

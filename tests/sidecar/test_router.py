@@ -1,0 +1,88 @@
+"""Routing decisions of one managed exchange: alias BCC, dead letters, unroutable."""
+import pytest
+
+from rtroute.sidecar.router import ExchangeRouter
+
+PLUGIN = {
+    "A": "server1.app1.mod1.info",
+    "B": "server1.app1.mod1.error",
+    "C": "server1.app2.mod1.info",
+    "D": "server2.app2.mod1.warning",
+    "E": "server1.app1.mod2.info",
+    "F": "server2.app1.mod1.info",
+}
+
+
+@pytest.fixture
+def router():
+    r = ExchangeRouter("logs")
+    for q, k in PLUGIN.items():
+        r.bind(("queue", q), k)
+    return r
+
+
+def test_matched_keys_go_in_one_bcc_publish_to_the_bindings_exchange(router):
+    (d,) = router.decide_many([("*.app1.mod1.info", {"CC": ["#.warning"], "x": 1})])
+    assert d.error is None and not d.unroutable
+    (p,) = d.publishes
+    assert p.exchange == "logs.bindings" and p.routing_key == "*.app1.mod1.info"
+    assert set(p.bcc) == {PLUGIN["A"], PLUGIN["F"], PLUGIN["D"]}
+    assert d.headers == {"CC": ["#.warning"], "x": 1}
+
+
+def test_bcc_alias_routes_like_bcc_and_is_removed(router):
+    (d,) = router.decide_many([("nothing", {"x-rtroute-bcc": ["#.error", 5]})])
+    assert d.publishes[0].bcc == (PLUGIN["B"],)
+    assert d.headers == {}
+
+
+def test_configurable_alias_name():
+    r = ExchangeRouter("logs", bcc_alias="secret-copies")
+    r.bind(("queue", "q"), "a.b")
+    (d,) = r.decide_many([("z", {"secret-copies": ["a.*"], "x-rtroute-bcc": ["zz"]})])
+    assert d.publishes[0].bcc == ("a.b",)
+    assert d.headers == {"x-rtroute-bcc": ["zz"]}
+
+
+@pytest.mark.parametrize(
+    "key,headers,reason",
+    [
+        ("a", {"x-rtroute-bcc": "a.b"}, "must be an array"),
+        ("a", {"CC": "a.b"}, "unacceptable_type_in_header"),
+        ("a" * 256, None, "255"),
+        (b"\xff", None, "UTF-8"),
+        (None, None, "must be str"),
+        ("a", {"CC": ["x" * 70000]}, "65536"),
+    ],
+)
+def test_malformed_messages_are_dead_lettered_with_a_reason(router, key, headers, reason):
+    decisions = router.decide_many([(key, headers), ("#.error", None)])
+    assert reason in decisions[0].error and decisions[0].publishes == []
+    assert decisions[1].error is None and decisions[1].publishes  # the batch goes on
+
+
+def test_unroutable_without_and_with_alternate_exchange(router):
+    (d,) = router.decide_many([("server9.#", None)])
+    assert d.unroutable and d.publishes == []
+    r = ExchangeRouter("logs", alternate_exchange="logs.unroutable")
+    (d,) = r.decide_many([("server9.#", None)])
+    assert d.unroutable and d.publishes[0].exchange == "logs.bindings"
+    assert d.publishes[0].bcc == ()
+
+
+def test_replace_bindings_and_unbind(router):
+    router.unbind(("queue", "A"), PLUGIN["A"])
+    assert router.decide_many([("server1.app1.mod1.info", None)])[0].unroutable
+    router.replace_bindings([(("queue", "Z"), "z.z")])
+    assert router.bindings() == [(("queue", "Z"), "z.z")]
+    assert router.decide_many([("#", None)])[0].publishes[0].bcc == ("z.z",)
+
+
+def test_hostile_pattern_against_many_bindings_is_answered():
+    r = ExchangeRouter("big")
+    for i in range(100_000):
+        r.bind(("queue", f"q{i % 100}"), f"s{i % 10}.a{i % 7}.m{i}")
+    (d,) = r.decide_many([("#.#.#.#.#", None)])
+    delivered = {k for p in d.publishes for k in (p.bcc or ())}
+    direct = [p for p in d.publishes if p.bcc is None]
+    assert len(delivered) + len(direct) > 0 and d.error is None
