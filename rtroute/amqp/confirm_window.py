@@ -1,0 +1,505 @@
+"""Windowed publisher confirms for a pika channel: many publishes in flight, one outcome each.
+
+RabbitMQ's confirm rules, which :class:`ConfirmWindow` follows:
+
+- after ``confirm.select`` the broker numbers publishes on the channel 1, 2, 3, ...;
+- ``basic.ack`` / ``basic.nack`` carry such a number; with ``multiple`` they settle every
+  publish up to and including it; each publish is settled once (acked *or* nacked, never both);
+- a ``mandatory`` publish that no queue takes comes back as ``basic.return`` *before* its ack
+  (returns carry no sequence number; see :meth:`ConfirmWindow._on_return` for how they are
+  matched);
+- when the channel or its connection closes, unsettled publishes have no outcome from the broker:
+  they are reported :attr:`Outcome.FAILED` (the message may or may not have been routed).
+
+Use it from a ``SelectConnection`` ioloop (callbacks run in the ioloop thread; a full window
+raises :class:`WindowFull` and ``on_writable`` says when to go on), or with a
+``BlockingConnection`` channel (publishing into a full window then processes I/O until there is
+room, and :meth:`PublishFuture.result` processes I/O while it waits)::
+
+    window = ConfirmWindow(channel, window=1000, on_writable=resume)
+    window.start(on_ready=go)                     # sends confirm.select
+    future = window.publish("ex", "key", b"body", mandatory=True, callback=done)
+    ...
+    def done(future):
+        if future.outcome is Outcome.ACKED: ...
+"""
+from __future__ import annotations
+
+import collections
+import enum
+import logging
+import threading
+import time
+from typing import Any, Callable
+
+import pika
+from pika.adapters.blocking_connection import BlockingChannel
+
+__all__ = ["ConfirmWindow", "Outcome", "PublishFuture", "WindowClosed", "WindowFull"]
+
+LOGGER = logging.getLogger(__name__)
+
+
+class Outcome(enum.Enum):
+    """How the broker settled one publish."""
+
+    ACKED = "acked"
+    """The broker took responsibility for the message (routed, or unroutable and not mandatory)."""
+    NACKED = "nacked"
+    """The broker could not take it (e.g. a queue with ``x-overflow=reject-publish`` is full)."""
+    RETURNED = "returned"
+    """``mandatory`` and no queue took it: a ``basic.return`` came, then the ack."""
+    FAILED = "failed"
+    """The channel or connection closed before the broker settled it."""
+
+
+class WindowFull(RuntimeError):
+    """``publish`` on a window with no free slot (SelectConnection); wait for ``on_writable``."""
+
+
+class WindowClosed(RuntimeError):
+    """``publish`` after the channel closed; the message was not sent."""
+
+
+class PublishFuture:
+    """The pending outcome of one publish; also what completion callbacks receive.
+
+    Attributes:
+        delivery_tag: the publish's sequence number on the channel (from 1).
+        outcome: an :class:`Outcome`, or ``None`` while in flight.
+        reply_code, reply_text: from ``basic.return`` when the outcome is ``RETURNED``.
+        reason: why the outcome is ``FAILED`` (the channel's close reason).
+        context: whatever the caller passed to :meth:`ConfirmWindow.publish`.
+        published_at, settled_at: ``time.perf_counter()`` values.
+    """
+
+    __slots__ = (
+        "_body",
+        "_callbacks",
+        "_window",
+        "context",
+        "delivery_tag",
+        "exchange",
+        "mandatory",
+        "outcome",
+        "published_at",
+        "reason",
+        "reply_code",
+        "reply_text",
+        "routing_key",
+        "settled_at",
+    )
+
+    def __init__(
+        self,
+        window: ConfirmWindow,
+        delivery_tag: int,
+        exchange: str,
+        routing_key: str,
+        body: bytes | None,
+        mandatory: bool,
+        callback: Callable[[PublishFuture], Any] | None,
+        context: Any,
+    ) -> None:
+        self._window = window
+        self.delivery_tag = delivery_tag
+        self.exchange = exchange
+        self.routing_key = routing_key
+        self._body = body
+        self.mandatory = mandatory
+        self._callbacks = [callback] if callback is not None else None
+        self.context = context
+        self.outcome: Outcome | None = None
+        self.reply_code: int | None = None
+        self.reply_text: str | None = None
+        self.reason: str | None = None
+        self.published_at = time.perf_counter()
+        self.settled_at: float | None = None
+
+    def done(self) -> bool:
+        """True once the publish has an outcome."""
+        return self.outcome is not None
+
+    @property
+    def latency(self) -> float | None:
+        """Seconds from publish to outcome, or None while in flight."""
+        if self.settled_at is None:
+            return None
+        return self.settled_at - self.published_at
+
+    def add_done_callback(self, callback: Callable[[PublishFuture], Any]) -> None:
+        """Call ``callback(self)`` when settled (at once if already settled)."""
+        if self.outcome is not None:
+            callback(self)
+        elif self._callbacks is None:
+            self._callbacks = [callback]
+        else:
+            self._callbacks.append(callback)
+
+    def result(self, timeout: float | None = None) -> Outcome:
+        """Wait for the outcome and return it.
+
+        With a BlockingConnection channel this processes the connection's I/O while it waits
+        (call it from the connection's thread). With a SelectConnection call it from another
+        thread only: the ioloop thread settles the future.
+
+        Raises:
+            TimeoutError: no outcome within ``timeout`` seconds.
+        """
+        if self.outcome is None:
+            self._window._wait(self.done, timeout)
+            if self.outcome is None:
+                raise TimeoutError(f"publish #{self.delivery_tag} not settled in {timeout} s")
+        return self.outcome
+
+    def __repr__(self) -> str:
+        state = self.outcome.name if self.outcome else "in flight"
+        return f"<PublishFuture #{self.delivery_tag} {state}>"
+
+
+class ConfirmWindow:
+    """Publisher confirms with up to ``window`` publishes in flight on one channel.
+
+    Args:
+        channel: an open ``pika.channel.Channel`` (SelectConnection) or ``BlockingChannel``, not
+            yet in confirm mode; the window puts it in confirm mode in :meth:`start`. Publish on
+            this channel only through the window, or the sequence numbers go wrong.
+        window: the most publishes in flight.
+        on_writable: called (in the ioloop thread) when the window had filled up and the number
+            in flight has dropped to ``low_watermark``.
+        low_watermark: see ``on_writable``; default ``window - 1`` (resume at the first free slot).
+        on_closed: ``on_closed(reason)`` after the channel closed and every unsettled publish was
+            reported ``FAILED``.
+
+    Attributes (counters since start): ``published``, ``acked``, ``nacked``, ``returned``,
+    ``failed``, ``unmatched_returns`` (returns no in-flight publish accounts for).
+    """
+
+    def __init__(
+        self,
+        channel: Any,
+        window: int = 1000,
+        on_writable: Callable[[], Any] | None = None,
+        low_watermark: int | None = None,
+        on_closed: Callable[[str], Any] | None = None,
+    ) -> None:
+        if window < 1:
+            raise ValueError("window must be at least 1")
+        if low_watermark is None:
+            low_watermark = window - 1
+        if not 0 <= low_watermark < window:
+            raise ValueError("low_watermark must be in 0 .. window-1")
+        self._blocking = isinstance(channel, BlockingChannel)
+        self._channel = channel
+        self._impl = channel._impl if self._blocking else channel
+        self._window = window
+        self._low_watermark = low_watermark
+        self._on_writable = on_writable
+        self._on_closed = on_closed
+        self._pending: dict[int, PublishFuture] = {}
+        self._mandatory: collections.deque[PublishFuture] = collections.deque()
+        self._next_tag = 1
+        self._lowest_unsettled = 1
+        self._started = False
+        self._ready = False
+        self._was_full = False
+        self._closed_reason: str | None = None
+        self._drain_callbacks: list[Callable[[], Any]] = []
+        self._condition = threading.Condition()
+        self._waiters = 0
+        self.published = 0
+        self.acked = 0
+        self.nacked = 0
+        self.returned = 0
+        self.failed = 0
+        self.unmatched_returns = 0
+
+    # -- state ---------------------------------------------------------------------------------
+
+    @property
+    def window(self) -> int:
+        """The most publishes in flight."""
+        return self._window
+
+    @property
+    def in_flight(self) -> int:
+        """Publishes sent and not yet settled."""
+        return len(self._pending)
+
+    @property
+    def has_room(self) -> bool:
+        """True if :meth:`publish` would not block or raise :class:`WindowFull`."""
+        return len(self._pending) < self._window and self._closed_reason is None
+
+    @property
+    def closed(self) -> bool:
+        """True once the channel closed (every unsettled publish is then ``FAILED``)."""
+        return self._closed_reason is not None
+
+    @property
+    def close_reason(self) -> str | None:
+        """Why the channel closed, or None while it is open."""
+        return self._closed_reason
+
+    @property
+    def ready(self) -> bool:
+        """True once the broker answered ``confirm.select``."""
+        return self._ready
+
+    # -- control -------------------------------------------------------------------------------
+
+    def start(self, on_ready: Callable[[], Any] | None = None) -> None:
+        """Put the channel in confirm mode and start tracking confirms, returns and closure.
+
+        With a SelectConnection channel this returns at once and ``on_ready()`` runs when the
+        broker answers (publishing before that is allowed: the broker handles frames in order).
+        With a BlockingChannel it returns after the answer.
+
+        Raises:
+            RuntimeError: called twice.
+            WindowClosed: the channel closed before confirm mode was on (blocking only).
+        """
+        if self._started:
+            raise RuntimeError("ConfirmWindow.start() called twice")
+        self._started = True
+        self._impl.add_on_close_callback(self._on_channel_closed)
+        self._impl.add_on_return_callback(self._on_return)
+
+        def on_select_ok(_frame: Any) -> None:
+            self._ready = True
+            if on_ready is not None:
+                on_ready()
+
+        self._impl.confirm_delivery(self._on_ack_nack, callback=on_select_ok)
+        if self._blocking:
+            self._wait(lambda: self._ready, None)
+            if not self._ready:
+                raise WindowClosed(f"channel closed before confirm.select-ok: {self._closed_reason}")
+
+    def publish(
+        self,
+        exchange: str,
+        routing_key: str,
+        body: bytes | str,
+        properties: pika.BasicProperties | None = None,
+        mandatory: bool = False,
+        callback: Callable[[PublishFuture], Any] | None = None,
+        context: Any = None,
+    ) -> PublishFuture:
+        """Publish one message and track its confirm.
+
+        Args:
+            exchange, routing_key, body, properties, mandatory: as ``basic_publish``.
+            callback: ``callback(future)`` once settled (ioloop thread; exceptions are logged).
+            context: any object to carry on the future (e.g. the delivery tag to ack upstream).
+
+        Returns:
+            The :class:`PublishFuture` of this publish.
+
+        Raises:
+            WindowFull: no free slot (SelectConnection; BlockingChannel waits for one instead).
+            WindowClosed: the channel has closed.
+            RuntimeError: :meth:`start` was not called.
+            pika.exceptions.ChannelWrongStateError: the channel is closing (pika refuses the
+                publish before the close callbacks ran); nothing was sent.
+        """
+        if not self._started:
+            raise RuntimeError("call ConfirmWindow.start() before publish()")
+        if self._closed_reason is not None:
+            raise WindowClosed(self._closed_reason)
+        if len(self._pending) >= self._window:
+            if not self._blocking:
+                self._was_full = True
+                raise WindowFull(f"{self._window} publishes in flight")
+            self._wait(self._room_or_closed, None)
+            if self._closed_reason is not None:
+                raise WindowClosed(self._closed_reason)
+        if isinstance(body, str):
+            body = body.encode("utf-8")
+        tag = self._next_tag
+        future = PublishFuture(
+            self, tag, exchange, routing_key, body if mandatory else None, mandatory,
+            callback, context,
+        )
+        self._pending[tag] = future
+        self._next_tag = tag + 1
+        mandatory_queue = self._mandatory
+        if mandatory:
+            # queued before the publish call: a BlockingChannel reads the return during it
+            while mandatory_queue and mandatory_queue[0].outcome is not None:
+                mandatory_queue.popleft()
+            mandatory_queue.append(future)
+        try:
+            if self._blocking:
+                # BlockingChannel.basic_publish sends at once (it flushes the connection)
+                self._channel.basic_publish(exchange, routing_key, body, properties, mandatory)
+            else:
+                self._impl.basic_publish(exchange, routing_key, body, properties, mandatory)
+        except Exception:
+            if future.outcome is None:
+                # nothing went out, so the broker did not count this publish either
+                del self._pending[tag]
+                self._next_tag = tag
+                if mandatory_queue and mandatory_queue[-1] is future:
+                    mandatory_queue.pop()
+                raise
+            # it went out and then the channel closed: the future already says FAILED
+        self.published += 1
+        if len(self._pending) >= self._window:
+            self._was_full = True
+        return future
+
+    def when_drained(self, callback: Callable[[], Any]) -> None:
+        """Call ``callback()`` once nothing is in flight (at once if already so).
+
+        A channel close also drains the window (everything FAILED): check :attr:`closed`.
+        """
+        if not self._pending:
+            callback()
+        else:
+            self._drain_callbacks.append(callback)
+
+    def wait_for_confirms(self, timeout: float | None = None) -> bool:
+        """Block until nothing is in flight; True if so, False on timeout.
+
+        BlockingChannel: processes I/O while waiting. SelectConnection: call from another thread.
+        """
+        self._wait(lambda: not self._pending, timeout)
+        return not self._pending
+
+    # -- broker callbacks (ioloop thread) ------------------------------------------------------
+
+    def _on_ack_nack(self, frame: Any) -> None:
+        method = frame.method
+        outcome = Outcome.ACKED if isinstance(method, pika.spec.Basic.Ack) else Outcome.NACKED
+        tag = method.delivery_tag
+        if tag >= self._next_tag:
+            LOGGER.warning("confirm for unknown sequence number %d ignored", tag)
+            return
+        now = time.perf_counter()
+        pending = self._pending
+        if method.multiple:
+            if tag == 0:  # AMQP: multiple with tag 0 means every outstanding publish
+                tag = self._next_tag - 1
+            for seq in range(self._lowest_unsettled, tag + 1):
+                future = pending.pop(seq, None)
+                if future is not None:
+                    self._settle(future, outcome, now)
+            self._lowest_unsettled = max(self._lowest_unsettled, tag + 1)
+        else:
+            future = pending.pop(tag, None)
+            if future is None:
+                LOGGER.warning("second confirm for sequence number %d ignored", tag)
+                return
+            self._settle(future, outcome, now)
+            lowest = self._lowest_unsettled
+            while lowest < self._next_tag and lowest not in pending:
+                lowest += 1
+            self._lowest_unsettled = lowest
+        self._after_settling()
+
+    def _on_return(self, _channel: Any, method: Any, _properties: Any, body: bytes) -> None:
+        """Match a ``basic.return`` to the publish it belongs to.
+
+        A return precedes the ack of its own publish, and returns come in publish order, so the
+        returned publish is an unsettled mandatory one later than the previously returned one.
+        Among those, the first with the same exchange, routing key and body is taken (headers are
+        not compared: the broker strips BCC). Two identical messages in flight at once are
+        indistinguishable; then the earlier is reported RETURNED.
+        """
+        candidates = self._mandatory
+        while candidates:
+            future = candidates.popleft()
+            if (
+                future.outcome is None
+                and future.routing_key == method.routing_key
+                and future.exchange == method.exchange
+                and future._body == body
+            ):
+                # publishes skipped on the way are not returned: later returns are for later
+                # publishes, so they can leave the queue too
+                future.reply_code = method.reply_code
+                future.reply_text = method.reply_text
+                return
+        self.unmatched_returns += 1
+        LOGGER.warning(
+            "basic.return (%s %s) matches no publish in flight",
+            method.reply_code, method.reply_text,
+        )
+
+    def _on_channel_closed(self, _channel: Any, reason: Exception) -> None:
+        self._closed_reason = str(reason) or type(reason).__name__
+        now = time.perf_counter()
+        pending = self._pending
+        for tag in sorted(pending):
+            future = pending[tag]
+            future.reason = self._closed_reason
+            self._settle(future, Outcome.FAILED, now)
+        pending.clear()
+        self._mandatory.clear()
+        self._after_settling()
+        if self._on_closed is not None:
+            self._on_closed(self._closed_reason)
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _settle(self, future: PublishFuture, outcome: Outcome, now: float) -> None:
+        if outcome is Outcome.ACKED:
+            if future.reply_code is not None:
+                outcome = Outcome.RETURNED
+                self.returned += 1
+            else:
+                self.acked += 1
+        elif outcome is Outcome.NACKED:
+            self.nacked += 1
+        else:
+            self.failed += 1
+        future.settled_at = now
+        future.outcome = outcome
+        future._body = None
+        callbacks = future._callbacks
+        if callbacks:
+            future._callbacks = None
+            for callback in callbacks:
+                try:
+                    callback(future)
+                except Exception:
+                    LOGGER.exception("publish callback failed for %r", future)
+
+    def _after_settling(self) -> None:
+        in_flight = len(self._pending)
+        if self._was_full and in_flight <= self._low_watermark and self._closed_reason is None:
+            self._was_full = False
+            if self._on_writable is not None:
+                self._on_writable()
+        if not in_flight and self._drain_callbacks:
+            callbacks, self._drain_callbacks = self._drain_callbacks, []
+            for callback in callbacks:
+                callback()
+        if self._waiters:
+            with self._condition:
+                self._condition.notify_all()
+
+    def _room_or_closed(self) -> bool:
+        return len(self._pending) < self._window or self._closed_reason is not None
+
+    def _wait(self, predicate: Callable[[], bool], timeout: float | None) -> None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if self._blocking:
+            connection = self._channel.connection
+            while not predicate() and self._closed_reason is None:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return
+                connection.process_data_events(0.1 if remaining is None else min(remaining, 0.1))
+            return
+        with self._condition:
+            self._waiters += 1
+            try:
+                while not predicate() and self._closed_reason is None:
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        return
+                    self._condition.wait(remaining)
+            finally:
+                self._waiters -= 1

@@ -1,0 +1,268 @@
+"""A small client for RabbitMQ's management HTTP API (standard library only).
+
+What rtroute needs from it: the bindings of an exchange (the binding watcher's listing), queues
+and their depth, connections (to close one from the broker side in fault tests), and dynamic
+shovel parameters (the benchmark drives RabbitMQ's own shovel plugin with them).
+
+Facts about the API on RabbitMQ 3.10 worth knowing:
+
+- ``GET /api/exchanges/VHOST/NAME/bindings/source`` answers ``200 []`` for an exchange that does
+  not exist; use :meth:`ManagementClient.exchange` to tell "no bindings" from "no exchange".
+- Queue depths and the connection list come from statistics the broker emits every
+  ``collect_statistics_interval`` (5 s by default): a count can lag by that much. Use a passive
+  ``queue.declare`` over AMQP for an exact, current count.
+- ``PUT /api/parameters/shovel/...`` fails with 400 "component shovel not found" unless the
+  ``rabbitmq_shovel`` plugin is enabled.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import socket
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote, unquote, urlencode, urlsplit
+
+from rtroute.amqp.uri import management_url, mask_uri, parse_uri
+
+__all__ = ["BindingInfo", "ManagementClient", "ManagementError", "NotFound"]
+
+
+class ManagementError(RuntimeError):
+    """A management API call failed.
+
+    Attributes:
+        status: the HTTP status, or None if the API could not be reached.
+        method, path: the request.
+    """
+
+    def __init__(self, message: str, status: int | None, method: str, path: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.method = method
+        self.path = path
+
+
+class NotFound(ManagementError):
+    """The object (vhost, exchange, queue, connection, parameter) does not exist (HTTP 404)."""
+
+
+@dataclass(frozen=True)
+class BindingInfo:
+    """One binding as the management API lists it."""
+
+    source: str
+    destination: str
+    destination_type: str  # "queue" or "exchange"
+    routing_key: str
+    arguments: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    vhost: str = "/"
+    properties_key: str = ""
+
+
+class ManagementClient:
+    """Client for ``http(s)://HOST:PORT/api/``.
+
+    Args:
+        url: the management base URL (``http://127.0.0.1:15672/``); credentials in it
+            (``http://user:pass@host:15672/``) override ``username``/``password``.
+        username, password: HTTP basic auth.
+        timeout: seconds per request.
+
+    Every method raises :class:`ManagementError` (or :class:`NotFound` for 404) on failure; the
+    message names the request and the broker's reason, never the password.
+    """
+
+    def __init__(
+        self,
+        url: str = "http://127.0.0.1:15672/",
+        username: str = "guest",
+        password: str = "guest",
+        timeout: float = 10.0,
+    ) -> None:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"management URL must be http(s)://host[:port]/, got {mask_uri(url)!r}")
+        if parts.username is not None:
+            username = unquote(parts.username)
+            password = unquote(parts.password or "")
+        netloc = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
+        if parts.port is not None:
+            netloc += f":{parts.port}"
+        path = parts.path.rstrip("/")
+        self.base_url = f"{parts.scheme}://{netloc}{path}/api/"
+        self.username = username
+        self._auth = "Basic " + base64.b64encode(f"{username}:{password}".encode()).decode()
+        self.timeout = timeout
+
+    @classmethod
+    def from_amqp_uri(
+        cls, uri: str, management_uri: str | None = None, timeout: float = 10.0
+    ) -> ManagementClient:
+        """A client for the broker of an AMQP URI, with the same credentials.
+
+        ``management_uri`` overrides the derived ``http://HOST:15672/`` (see
+        :func:`rtroute.amqp.uri.management_url`).
+
+        Raises:
+            ValueError: a malformed URI.
+        """
+        parsed = parse_uri(uri, strict=False)
+        return cls(management_uri or management_url(uri), parsed.username, parsed.password,
+                   timeout)
+
+    def __repr__(self) -> str:
+        return f"ManagementClient({self.base_url!r}, user={self.username!r})"
+
+    # -- generic -------------------------------------------------------------------------------
+
+    def request(self, method: str, path: str, body: Any = None,
+                headers: dict[str, str] | None = None) -> Any:
+        """Send ``METHOD /api/PATH`` (``body`` as JSON) and return the decoded JSON or None."""
+        data = None if body is None else json.dumps(body).encode("utf-8")
+        req = urllib.request.Request(self.base_url + path, data=data, method=method)
+        req.add_header("Authorization", self._auth)
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        for name, value in (headers or {}).items():
+            req.add_header(name, value)
+        where = f"{method} {self.base_url}{path}"
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as response:
+                payload = response.read()
+        except urllib.error.HTTPError as exc:
+            reason = _error_reason(exc)
+            error_class = NotFound if exc.code == 404 else ManagementError
+            raise error_class(f"{where}: HTTP {exc.code}: {reason}", exc.code, method,
+                              path) from None
+        except (urllib.error.URLError, socket.timeout, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise ManagementError(f"{where}: management API unreachable: {reason}", None,
+                                  method, path) from None
+        if not payload:
+            return None
+        try:
+            return json.loads(payload)
+        except ValueError:
+            raise ManagementError(f"{where}: answer is not JSON", None, method, path) from None
+
+    # -- objects -------------------------------------------------------------------------------
+
+    def overview(self) -> dict[str, Any]:
+        """``GET /api/overview`` (versions, listeners, totals)."""
+        return self.request("GET", "overview")
+
+    def exchange(self, name: str, vhost: str = "/") -> dict[str, Any]:
+        """One exchange's description. Raises :class:`NotFound` if it does not exist."""
+        return self.request("GET", f"exchanges/{_q(vhost)}/{_q(name)}")
+
+    def exchange_exists(self, name: str, vhost: str = "/") -> bool:
+        """True if the exchange exists."""
+        try:
+            self.exchange(name, vhost)
+        except NotFound:
+            return False
+        return True
+
+    def exchange_bindings(self, name: str, vhost: str = "/") -> list[BindingInfo]:
+        """The bindings whose source is exchange ``name`` (queues and exchanges bound to it).
+
+        An exchange that does not exist has no bindings (the API answers ``[]``).
+        """
+        rows = self.request("GET", f"exchanges/{_q(vhost)}/{_q(name)}/bindings/source")
+        return [
+            BindingInfo(
+                source=row["source"],
+                destination=row["destination"],
+                destination_type=row["destination_type"],
+                routing_key=row["routing_key"],
+                arguments=row.get("arguments") or {},
+                vhost=row.get("vhost", vhost),
+                properties_key=row.get("properties_key", ""),
+            )
+            for row in rows
+        ]
+
+    def queues(self, vhost: str | None = None,
+               columns: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+        """All queues (of one vhost if given); ``columns`` limits the fields returned."""
+        path = "queues" if vhost is None else f"queues/{_q(vhost)}"
+        if columns:
+            path += "?" + urlencode({"columns": ",".join(columns)})
+        return self.request("GET", path)
+
+    def queue(self, name: str, vhost: str = "/") -> dict[str, Any]:
+        """One queue's description. Raises :class:`NotFound` if it does not exist."""
+        return self.request("GET", f"queues/{_q(vhost)}/{_q(name)}")
+
+    def queue_message_count(self, name: str, vhost: str = "/") -> int:
+        """Messages in a queue (ready + unacked) per the statistics, which lag up to ~5 s."""
+        return int(self.queue(name, vhost).get("messages") or 0)
+
+    def connections(self) -> list[dict[str, Any]]:
+        """Open client connections (``name``, ``user``, ``client_properties``, ...)."""
+        return self.request("GET", "connections")
+
+    def connection_names(self, client_name: str) -> list[str]:
+        """Names of the connections whose client gave ``connection_name = client_name``.
+
+        A new connection shows up once the broker has emitted its statistics (can take ~5 s).
+        """
+        names = []
+        for row in self.connections():
+            properties = row.get("client_properties") or {}
+            if properties.get("connection_name") == client_name:
+                names.append(row["name"])
+        return names
+
+    def close_connection(self, name: str, reason: str = "closed by rtroute") -> None:
+        """Close a connection by its broker-side name (``"127.0.0.1:5000 -> 127.0.0.1:5672"``)."""
+        self.request("DELETE", f"connections/{_q(name)}", headers={"X-Reason": reason})
+
+    def close_connections_named(self, client_name: str,
+                                reason: str = "closed by rtroute") -> int:
+        """Close every connection with ``connection_name = client_name``; returns how many."""
+        closed = 0
+        for name in self.connection_names(client_name):
+            try:
+                self.close_connection(name, reason)
+                closed += 1
+            except NotFound:
+                pass  # it went away by itself
+        return closed
+
+    def put_shovel(self, name: str, value: dict[str, Any], vhost: str = "/") -> None:
+        """Create or replace a dynamic shovel (needs the ``rabbitmq_shovel`` plugin).
+
+        ``value`` holds the shovel's keys (``src-uri``, ``src-queue``, ``dest-uri``, ...).
+        """
+        self.request("PUT", f"parameters/shovel/{_q(vhost)}/{_q(name)}",
+                     {"component": "shovel", "vhost": vhost, "name": name, "value": value})
+
+    def delete_shovel(self, name: str, vhost: str = "/") -> None:
+        """Delete a dynamic shovel. Raises :class:`NotFound` if there is none by that name."""
+        self.request("DELETE", f"parameters/shovel/{_q(vhost)}/{_q(name)}")
+
+    def shovels(self, vhost: str | None = None) -> list[dict[str, Any]]:
+        """Shovel status rows (needs the ``rabbitmq_shovel_management`` plugin)."""
+        return self.request("GET", "shovels" if vhost is None else f"shovels/{_q(vhost)}")
+
+
+def _q(name: str) -> str:
+    return quote(name, safe="")
+
+
+def _error_reason(exc: urllib.error.HTTPError) -> str:
+    try:
+        body = exc.read().decode("utf-8", "replace")
+    except OSError:
+        return exc.reason
+    try:
+        decoded = json.loads(body)
+    except ValueError:
+        return body.strip()[:300] or str(exc.reason)
+    if isinstance(decoded, dict):
+        return str(decoded.get("reason") or decoded.get("error") or decoded).strip()
+    return str(decoded)

@@ -1,0 +1,193 @@
+"""The body of ``rtroute publish``: publish N messages through a :class:`ConfirmWindow`.
+
+Runs a pika ``SelectConnection`` in the calling thread, keeps up to ``window`` publishes in
+flight, optionally paces them to ``rate`` messages per second, prints progress about once a
+second and returns the figures (rate and confirm latency percentiles) as a dict.
+"""
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Callable
+
+import pika
+
+from rtroute.amqp.confirm_window import ConfirmWindow, Outcome, PublishFuture
+from rtroute.amqp.connection import ReconnectingConnection
+from rtroute.amqp.uri import mask_uri, parse_uri
+
+__all__ = ["publish"]
+
+_BATCH = 500  # publishes per ioloop turn, so that confirms are read in between
+
+
+def publish(
+    uri: str,
+    exchange: str,
+    routing_key: str,
+    count: int,
+    size: int,
+    rate: float | None = None,
+    window: int = 1000,
+    headers: dict[str, Any] | None = None,
+    persistent: bool = False,
+    echo: Callable[[str], Any] = print,
+    mandatory: bool = False,
+    progress_interval: float = 1.0,
+) -> dict[str, Any]:
+    """Publish ``count`` messages of ``size`` bytes and wait for every confirm.
+
+    Args:
+        uri: broker URI (see :mod:`rtroute.amqp.uri`).
+        exchange, routing_key: where to publish.
+        count, size: how many messages, and the body size in bytes.
+        rate: messages per second at most (None: as fast as the window allows).
+        window: publishes in flight at most.
+        headers: message headers, e.g. ``{"CC": ["k2"], "BCC": ["k3"]}``.
+        persistent: delivery mode 2.
+        echo: where progress lines go (``print`` by default; ``click.echo`` from the CLI).
+        mandatory: publish with ``mandatory`` and count returns.
+        progress_interval: seconds between progress lines (0 for none).
+
+    Returns:
+        ``{"published", "acked", "nacked", "returned", "failed", "seconds", "msgs_per_s",
+        "confirm_latency_ms": {"p50", "p99", "max"}, "error", ...}``; ``seconds`` runs from the
+        first publish to the last confirm, ``msgs_per_s`` is settled messages over that time,
+        and ``error`` says why the run ended early (None if it did not).
+
+    Raises:
+        ValueError: a malformed URI or argument.
+    """
+    parse_uri(uri)
+    if count < 0 or size < 0 or window < 1 or (rate is not None and rate <= 0):
+        raise ValueError("need count >= 0, size >= 0, window >= 1 and rate > 0")
+    body = b"x" * size
+    properties = pika.BasicProperties(
+        headers=dict(headers) if headers else None,
+        delivery_mode=pika.DeliveryMode.Persistent if persistent else None,
+    )
+    latencies: list[float] = []
+    outcomes = dict.fromkeys(Outcome, 0)
+    run: dict[str, Any] = {"published": 0, "started": None, "finished": None, "error": None,
+                           "window": None, "last_progress": 0.0}
+
+    def settled_count() -> int:
+        return sum(outcomes.values())
+
+    def on_settled(future: PublishFuture) -> None:
+        outcomes[future.outcome] += 1
+        if future.outcome is not Outcome.FAILED:
+            latencies.append(future.latency)
+        if settled_count() == count:
+            run["finished"] = time.perf_counter()
+            connection.stop()
+
+    def progress(force: bool = False) -> None:
+        now = time.perf_counter()
+        if not progress_interval or run["started"] is None:
+            return
+        if not force and now - run["last_progress"] < progress_interval:
+            return
+        run["last_progress"] = now
+        elapsed = max(now - run["started"], 1e-9)
+        echo(f"published {run['published']}/{count}, confirmed {settled_count()}, "
+             f"in flight {run['window'].in_flight}, {settled_count() / elapsed:,.0f} msg/s")
+
+    def pump() -> None:
+        confirm_window: ConfirmWindow = run["window"]
+        if confirm_window.closed or run["published"] >= count:
+            return
+        budget = min(count - run["published"], _BATCH,
+                     confirm_window.window - confirm_window.in_flight)
+        paced = False
+        if rate is not None:
+            allowed = int((time.perf_counter() - run["started"]) * rate) + 1 - run["published"]
+            if allowed < budget:
+                budget, paced = max(allowed, 0), True
+        for _ in range(budget):
+            confirm_window.publish(exchange, routing_key, body, properties, mandatory,
+                                   callback=on_settled)
+        run["published"] += budget
+        progress()
+        if run["published"] >= count:
+            return
+        if paced:
+            connection.ioloop.call_later(max(1.0 / rate, 0.001), pump)
+        elif confirm_window.has_room:
+            connection.ioloop.call_later(0, pump)
+        # else: on_writable calls pump when confirms free the window
+
+    def ticker() -> None:
+        if run["finished"] is None and run["error"] is None:
+            progress()
+            connection.ioloop.call_later(max(progress_interval, 0.1), ticker)
+
+    def on_ready(_connection: Any, channel: Any, _last_queue: str | None) -> None:
+        # resume at half a window: publishes then go out in batches, not one per confirm
+        confirm_window = ConfirmWindow(channel, window=window, on_writable=pump,
+                                       low_watermark=window // 2)
+        run["window"] = confirm_window
+
+        def begin() -> None:
+            run["started"] = time.perf_counter()
+            if count == 0:
+                run["finished"] = run["started"]
+                connection.stop()
+                return
+            if progress_interval:
+                connection.ioloop.call_later(progress_interval, ticker)
+            pump()
+
+        confirm_window.start(on_ready=begin)
+
+    def on_lost(reason: str) -> None:
+        if run["finished"] is None:
+            run["error"] = reason
+
+    connection = ReconnectingConnection(uri, on_ready, on_lost=on_lost, reconnect=False,
+                                        connection_name="rtroute publish")
+    connection.run()
+
+    end = run["finished"] or time.perf_counter()
+    seconds = end - run["started"] if run["started"] is not None else 0.0
+    not_settled = run["published"] - settled_count()
+    result = {
+        "uri": mask_uri(uri),
+        "exchange": exchange,
+        "routing_key": routing_key,
+        "count": count,
+        "size": size,
+        "published": run["published"],
+        "acked": outcomes[Outcome.ACKED],
+        "nacked": outcomes[Outcome.NACKED],
+        "returned": outcomes[Outcome.RETURNED],
+        "failed": outcomes[Outcome.FAILED] + not_settled,
+        "seconds": seconds,
+        "msgs_per_s": settled_count() / seconds if seconds > 0 else 0.0,
+        "confirm_latency_ms": {
+            "p50": _percentile(latencies, 0.50) * 1000,
+            "p99": _percentile(latencies, 0.99) * 1000,
+            "max": (max(latencies) if latencies else 0.0) * 1000,
+        },
+        "error": run["error"],
+    }
+    if run["started"] is not None and progress_interval:
+        progress(force=True)
+    echo(
+        f"{result['published']} published to {exchange!r} in {seconds:.2f} s: "
+        f"{result['msgs_per_s']:,.0f} msg/s; acked {result['acked']}, nacked {result['nacked']}, "
+        f"returned {result['returned']}, failed {result['failed']}; confirm latency "
+        f"p50 {result['confirm_latency_ms']['p50']:.1f} ms, "
+        f"p99 {result['confirm_latency_ms']['p99']:.1f} ms"
+        + (f"; stopped early: {run['error']}" if run["error"] else "")
+    )
+    return result
+
+
+def _percentile(values: list[float], fraction: float) -> float:
+    """Nearest-rank percentile (0.0 for no values)."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, math.ceil(fraction * len(ordered)) - 1))
+    return ordered[index]

@@ -1,0 +1,231 @@
+"""BindingWatcher against the real broker: listing, events, no gap, polling, reconnects."""
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import pytest
+
+from rtroute.amqp import Binding, BindingWatcher, ManagementClient, WatcherState, connect_blocking
+
+pytestmark = pytest.mark.broker
+
+
+class Recorder:
+    """Collects the watcher's callbacks (they run in the ioloop thread)."""
+
+    def __init__(self) -> None:
+        self.added: list[Binding] = []
+        self.removed: list[Binding] = []
+        self.keys_added: list[str] = []
+        self.keys_removed: list[str] = []
+        self.snapshot_at_ready: frozenset[Binding] | None = None
+        self.ready = threading.Event()
+
+    def watcher(self, exchange: str, management: ManagementClient, **kwargs) -> BindingWatcher:
+        watcher = BindingWatcher(
+            exchange, management, on_add=self.added.append, on_remove=self.removed.append,
+            on_key_add=self.keys_added.append, on_key_remove=self.keys_removed.append,
+            on_ready=lambda: self._on_ready(watcher), **kwargs,
+        )
+        return watcher
+
+    def _on_ready(self, watcher: BindingWatcher) -> None:
+        self.snapshot_at_ready = watcher.bindings
+        self.ready.set()
+
+
+def watch(ioloop, recorder, exchange, management, **kwargs):
+    """Start a watcher the way the sidecar does: (re)started in on_ready of every connection."""
+    watcher = recorder.watcher(exchange, management, **kwargs)
+    runner = ioloop(on_ready=lambda connection, _channel, _queue: watcher.start(connection))
+    assert recorder.ready.wait(10)
+    return runner, watcher
+
+
+def known(runner, watcher):
+    return runner.call(lambda: watcher.bindings)
+
+
+def test_existing_bindings_are_known_at_start(ioloop, channel, names, mgmt):
+    exchange, q1, q2, e2 = names.exchange(), names.queue(), names.queue(), names.exchange("e2")
+    channel.exchange_declare(exchange, "direct")
+    channel.exchange_declare(e2, "fanout")
+    for queue in (q1, q2):
+        channel.queue_declare(queue)
+    channel.queue_bind(q1, exchange, "k1")
+    channel.queue_bind(q1, exchange, "k2", arguments={"x-tag": "a", "n": 1})
+    channel.queue_bind(q2, exchange, "k1")
+    channel.exchange_bind(e2, exchange, "k3")
+    recorder = Recorder()
+    runner, watcher = watch(ioloop, recorder, exchange, mgmt)
+    expected = {Binding(q1, "queue", "k1"), Binding(q1, "queue", "k2"),
+                Binding(q2, "queue", "k1"), Binding(e2, "exchange", "k3")}
+    assert recorder.snapshot_at_ready == expected
+    assert set(recorder.added) == expected and len(recorder.added) == 4
+    assert sorted(recorder.keys_added) == ["k1", "k2", "k3"]
+    assert runner.call(lambda: watcher.binding_keys) == {"k1", "k2", "k3"}
+    assert watcher.state is WatcherState.FOLLOWING
+
+
+def test_changes_while_running_reach_the_callbacks(ioloop, channel, names, mgmt, until):
+    exchange, q1, q2, e2 = names.exchange(), names.queue(), names.queue(), names.exchange("e2")
+    channel.exchange_declare(exchange, "direct")
+    channel.exchange_declare(e2, "fanout")
+    for queue in (q1, q2):
+        channel.queue_declare(queue)
+    channel.queue_bind(q1, exchange, "k1")
+    channel.queue_bind(q2, exchange, "k1")
+    recorder = Recorder()
+    runner, watcher = watch(ioloop, recorder, exchange, mgmt, relist_interval=300)
+
+    channel.queue_bind(q1, exchange, "k2")
+    channel.exchange_bind(e2, exchange, "k3")
+    until(lambda: {Binding(q1, "queue", "k2"), Binding(e2, "exchange", "k3")}
+          <= set(recorder.added))
+    assert {"k2", "k3"} <= set(recorder.keys_added)
+
+    channel.queue_unbind(q1, exchange, "k2")
+    until(lambda: Binding(q1, "queue", "k2") in recorder.removed)
+    until(lambda: "k2" in recorder.keys_removed)
+
+    channel.queue_delete(q2)  # q1 still binds k1: the key stays
+    until(lambda: Binding(q2, "queue", "k1") in recorder.removed)
+    channel.exchange_delete(e2)
+    until(lambda: Binding(e2, "exchange", "k3") in recorder.removed)
+    assert known(runner, watcher) == {Binding(q1, "queue", "k1")}
+    assert "k1" not in recorder.keys_removed
+    assert watcher.listings == 1  # all of it came from events
+
+
+class ListingThatLingers(ManagementClient):
+    """The real client, but a listing returns only after ``during_listing`` ran: changes made
+    then are missing from the listing and reach the watcher only as events."""
+
+    def __init__(self, during_listing, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.during_listing = during_listing
+
+    def exchange_bindings(self, name, vhost="/"):
+        rows = super().exchange_bindings(name, vhost)
+        if self.during_listing is not None:
+            self.during_listing()
+            self.during_listing = None
+            time.sleep(0.5)  # let the events of those changes arrive before the listing does
+        return rows
+
+
+def test_no_gap_changes_during_the_first_listing_are_not_lost(ioloop, broker_uri, names):
+    exchange, q1, q2 = names.exchange(), names.queue(), names.queue()
+    setup = connect_blocking(broker_uri)
+    channel = setup.channel()
+    channel.exchange_declare(exchange, "direct")
+    channel.queue_declare(q1)
+    channel.queue_declare(q2)
+    channel.queue_bind(q1, exchange, "before")
+    channel.queue_bind(q1, exchange, "gone")
+
+    def change_bindings():
+        changer = connect_blocking(broker_uri)
+        ch = changer.channel()
+        for i in range(20):
+            ch.queue_bind(q2, exchange, f"during.{i}")
+        ch.queue_unbind(q1, exchange, "gone")
+        changer.close()
+
+    recorder = Recorder()
+    management = ListingThatLingers(change_bindings, timeout=5)
+    watch(ioloop, recorder, exchange, management, relist_interval=300)
+    expected = {Binding(q1, "queue", "before")} | {
+        Binding(q2, "queue", f"during.{i}") for i in range(20)
+    }
+    assert recorder.snapshot_at_ready == expected  # at ready: listing + buffered events
+    assert Binding(q1, "queue", "gone") not in recorder.added  # no flicker either
+    setup.close()
+
+
+def test_polling_alone_follows_changes(ioloop, channel, names, mgmt, until):
+    exchange, queue = names.exchange(), names.queue()
+    channel.exchange_declare(exchange, "direct")
+    channel.queue_declare(queue)
+    recorder = Recorder()
+    _runner, watcher = watch(ioloop, recorder, exchange, mgmt, use_events=False,
+                             poll_interval=0.2)
+    assert watcher.state is WatcherState.POLLING
+    channel.queue_bind(queue, exchange, "polled")
+    until(lambda: Binding(queue, "queue", "polled") in recorder.added)
+    channel.queue_unbind(queue, exchange, "polled")
+    until(lambda: Binding(queue, "queue", "polled") in recorder.removed)
+
+
+def test_without_the_event_exchange_it_falls_back_to_polling(ioloop, broker_uri, mgmt, until):
+    vhost = f"rtroute-test-{uuid.uuid4().hex[:8]}"  # no amq.rabbitmq.event in a new vhost
+    mgmt.request("PUT", f"vhosts/{vhost}", {})
+    try:
+        mgmt.request("PUT", f"permissions/{vhost}/guest",
+                     {"configure": ".*", "write": ".*", "read": ".*"})
+        uri = f"amqp://guest:guest@127.0.0.1:5672/{vhost}"
+        setup = connect_blocking(uri)
+        channel = setup.channel()
+        channel.exchange_declare("logs.bindings", "direct")
+        channel.queue_declare("q")
+        recorder = Recorder()
+        watcher = recorder.watcher("logs.bindings", mgmt, vhost=vhost, poll_interval=0.2)
+        ioloop(on_ready=lambda connection, *_: watcher.start(connection), uri=uri)
+        assert recorder.ready.wait(10)
+        assert watcher.state is WatcherState.POLLING
+        channel.queue_bind("q", "logs.bindings", "k")
+        until(lambda: Binding("q", "queue", "k") in recorder.added)
+        setup.close()
+    finally:
+        mgmt.request("DELETE", f"vhosts/{vhost}")
+
+
+def test_arguments_that_do_not_normalise_are_healed_by_a_relist(ioloop, channel, names, mgmt,
+                                                                  until):
+    exchange, queue = names.exchange(), names.queue()
+    channel.exchange_declare(exchange, "direct")
+    channel.queue_declare(queue)
+    nested = {"x-nested": {"n": [1, "z"]}}
+    channel.queue_bind(queue, exchange, "k", arguments=nested)
+    channel.queue_bind(queue, exchange, "k")  # the same key again, without arguments
+    recorder = Recorder()
+    runner, watcher = watch(ioloop, recorder, exchange, mgmt, relist_interval=300)
+    assert recorder.added == [Binding(queue, "queue", "k")]
+    channel.queue_unbind(queue, exchange, "k")  # one of the two goes: still bound
+    until(lambda: watcher.listings >= 2)
+    assert known(runner, watcher) == {Binding(queue, "queue", "k")}
+    channel.queue_unbind(queue, exchange, "k", arguments=nested)
+    until(lambda: Binding(queue, "queue", "k") in recorder.removed)
+    assert known(runner, watcher) == frozenset()
+
+
+def test_after_a_reconnect_changes_made_meanwhile_are_reported(ioloop, broker_uri, channel,
+                                                                names, mgmt, force_close, until):
+    exchange, queue = names.exchange(), names.queue()
+    channel.exchange_declare(exchange, "direct")
+    channel.queue_declare(queue)
+    channel.queue_bind(queue, exchange, "old")
+    recorder = Recorder()
+    watcher = recorder.watcher(exchange, mgmt, relist_interval=300)
+
+    def change_while_disconnected(_reason):
+        # runs in the ioloop before the reconnect is scheduled: no event can reach the watcher
+        assert watcher.state is WatcherState.DETACHED
+        changer = connect_blocking(broker_uri)
+        ch = changer.channel()
+        ch.queue_unbind(queue, exchange, "old")
+        ch.queue_bind(queue, exchange, "new")
+        changer.close()
+
+    runner = ioloop(on_ready=lambda connection, *_: watcher.start(connection),
+                    on_lost=change_while_disconnected)
+    assert recorder.ready.wait(10)
+    force_close(runner.connection_name)
+    runner.wait_ready(2, timeout=15)
+    until(lambda: Binding(queue, "queue", "new") in recorder.added)
+    until(lambda: Binding(queue, "queue", "old") in recorder.removed)
+    assert recorder.added.count(Binding(queue, "queue", "old")) == 1  # no re-announcement
+    assert watcher.listings == 2
+    assert watcher.state is WatcherState.FOLLOWING
