@@ -55,6 +55,101 @@ def route(bindings_path: str, kind: str, cc: tuple, bcc: tuple, as_json: bool,
             click.echo("(unroutable: no destination matched)", err=True)
 
 
+@main.command()
+@click.option("-c", "--config", "config_path", type=click.Path(dir_okay=False),
+              help="rtroute.toml declaring the broker, managed exchanges and the HTTP endpoint.")
+@click.option("--uri", default=None, help="Broker URI (without a config file).  "
+              "[default: amqp://guest:guest@127.0.0.1:5672/%2F]")
+@click.option("--rtopic", "rtopic", multiple=True, metavar="NAME",
+              help="Serve NAME as an x-rtopic exchange (repeatable; without a config file).")
+@click.option("--http", "http_listen", default=None, metavar="HOST:PORT",
+              help="Ops endpoint (/healthz /status /metrics).  [default: 127.0.0.1:9419]")
+@click.option("--prefetch", default=1000, show_default=True, type=click.IntRange(1, 65535),
+              help="Ingress prefetch window per exchange (without a config file).")
+@click.option("--name", "connection_name", default="rtroute-sidecar", show_default=True,
+              help="Connection name shown by the broker (management UI, rabbitmqctl).")
+@click.option("--log-level", default="INFO", show_default=True,
+              type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]))
+def run(config_path: str | None, uri: str | None, rtopic: tuple, http_listen: str | None,
+        prefetch: int, connection_name: str, log_level: str) -> None:
+    """Serve managed exchanges (x-rtopic) over the broker until SIGTERM/SIGINT.
+
+    \b
+    Publishers publish to NAME (with * and # in the routing key); applications bind their
+    queues to NAME.bindings with plain keys. Either give a config file or --rtopic NAME:
+      rtroute run -c rtroute.toml
+      rtroute run --uri amqp://guest:guest@127.0.0.1:5672/%2F --rtopic logs
+    """
+    import logging
+
+    from rtroute.sidecar.service import ExchangeSpec, Sidecar, serve
+
+    logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("pika").setLevel(max(logging.WARNING, logging.getLevelName(log_level)))
+    token = None
+    management_uri = None
+    if config_path:
+        if rtopic:
+            raise click.UsageError("give either --config or --rtopic, not both")
+        from rtroute.config import ConfigError, load
+
+        try:
+            config = load(config_path)
+        except ConfigError as exc:
+            raise click.ClickException(str(exc)) from None
+        specs = [ExchangeSpec.from_config(e) for e in config.exchanges]
+        uri = uri or config.broker.uri
+        management_uri = config.broker.management_uri
+        http_listen = http_listen or config.http.listen
+        token = config.http.token
+        if config.shovels or config.diverts:
+            logging.getLogger("rtroute").warning(
+                "%s declares shovels/diverts: `rtroute run` serves only the managed exchanges "
+                "in this version", config_path)
+    else:
+        if not rtopic:
+            raise click.UsageError("nothing to serve: give --config FILE or --rtopic NAME")
+        specs = [ExchangeSpec(name=name, prefetch=prefetch) for name in rtopic]
+    try:
+        sidecar = Sidecar(uri or "amqp://guest:guest@127.0.0.1:5672/%2F", specs,
+                          management_uri=management_uri, connection_name=connection_name)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    serve(sidecar, http_listen or "127.0.0.1:9419", token)
+
+
+@main.command()
+@click.option("--uri", default="amqp://guest:guest@127.0.0.1:5672/%2F", show_default=True)
+@click.option("--exchange", required=True, help="Exchange to publish to.")
+@click.option("--routing-key", default="", help="Routing key (may hold * and # for rtopic).")
+@click.option("-n", "--count", default=10_000, show_default=True, type=click.IntRange(1))
+@click.option("--size", default=100, show_default=True, type=click.IntRange(0),
+              help="Body size in bytes.")
+@click.option("--rate", default=None, type=click.FloatRange(min=0, min_open=True),
+              help="Messages per second (default: as fast as confirms allow).")
+@click.option("--window", default=1000, show_default=True, type=click.IntRange(1),
+              help="Publishes in flight awaiting confirms.")
+@click.option("--cc", multiple=True, metavar="KEY", help="CC routing key (repeatable).")
+@click.option("--bcc-alias", multiple=True, metavar="KEY",
+              help="Blind copy via the sidecar's alias header x-rtroute-bcc (repeatable).")
+@click.option("--persistent", is_flag=True, help="delivery_mode 2.")
+def publish(uri: str, exchange: str, routing_key: str, count: int, size: int,
+            rate: float | None, window: int, cc: tuple, bcc_alias: tuple,
+            persistent: bool) -> None:
+    """Publish N messages with windowed publisher confirms; print rate and confirm latency."""
+    from rtroute.amqp import publish as publish_messages
+
+    headers = {}
+    if cc:
+        headers["CC"] = list(cc)
+    if bcc_alias:
+        headers["x-rtroute-bcc"] = list(bcc_alias)
+    result = publish_messages(uri, exchange, routing_key, count, size, rate=rate, window=window,
+                              headers=headers or None, persistent=persistent, echo=click.echo)
+    if result.get("error"):
+        raise click.ClickException(str(result["error"]))
+
+
 @main.group("config")
 def config_group() -> None:
     """Configuration files (rtroute.toml)."""

@@ -1,8 +1,16 @@
 """Plans the republishes that deliver one routed message. Pure logic, no I/O.
 
-The sidecar hands the matched *binding keys* to RabbitMQ: one publish to ``NAME.bindings``
-(direct) with the original routing key, the original headers and ``BCC`` = the matched keys.
-RabbitMQ resolves keys to queues, gives each queue one copy and strips ``BCC``.
+The sidecar hands the matched *binding keys* to RabbitMQ: one publish to ``NAME.bindings`` with
+the original routing key, the original headers and ``BCC`` = the matched keys. RabbitMQ resolves
+keys to queues, gives each queue one copy and strips ``BCC``.
+
+``NAME.bindings`` is a *topic* exchange, not a direct one: RabbitMQ 3.10 routes a publish with
+several routing keys (the key plus CC/BCC) on a direct exchange by scanning every binding of the
+exchange once per key, which costs O(bindings x keys) per message (measured: 681 msg/s for a
+one-key BCC at 10k bindings, against 8,551 on a topic exchange, which walks its trie per key).
+Binding keys are plain words in rtopic, so topic semantics only differ for a binding key that
+holds a literal ``*`` or ``#`` word: RabbitMQ treats it as a wildcard. ``destinations_of`` tells
+the planner what RabbitMQ really reaches with a key, wildcard bindings included.
 
 A header frame must fit in ``frame_max``, which bounds one publish's BCC list. A larger match
 set is split into several publishes such that no destination is reachable from two of them
@@ -44,7 +52,7 @@ def plan_delivery(
     routing_key: str,
     cc: Iterable[str],
     matched: Iterable[str],
-    destinations_by_key: Mapping[str, Iterable[Destination]],
+    destinations_of: Callable[[str], Iterable[Destination]],
     budget: int,
 ) -> list[Publish]:
     """Returns the publishes that give every destination of ``matched`` exactly one copy.
@@ -54,7 +62,7 @@ def plan_delivery(
         routing_key: the routing key as published (kept on every publish).
         cc: the string entries of the ``CC`` header as published (kept).
         matched: the distinct binding keys the message matched.
-        destinations_by_key: where each binding key leads.
+        destinations_of: where RabbitMQ delivers a publish routed with a given key.
         budget: bytes the ``BCC`` header may take in one header frame.
     """
     keys = sorted(set(matched))
@@ -63,12 +71,12 @@ def plan_delivery(
     if bcc_cost(keys) <= budget:
         return [Publish(bindings_exchange, routing_key, tuple(keys))]
 
-    groups = _groups_sharing_destinations(keys, destinations_by_key)
+    groups = _groups_sharing_destinations(keys, destinations_of)
     always_routed = {routing_key, *cc}
     # RabbitMQ routes the routing key and CC on every publish: the group reached that way must
     # travel in the first publish, and a second publish is safe only if no such key is bound.
     groups.sort(key=lambda g: (not (always_routed & set(g)), -len(g)))
-    splittable = not any(k in destinations_by_key for k in always_routed)
+    splittable = not any(any(destinations_of(k)) for k in always_routed)
 
     publishes: list[Publish] = []
     current: list[str] = []
@@ -86,10 +94,10 @@ def plan_delivery(
     if current:
         publishes.append(Publish(bindings_exchange, routing_key, tuple(sorted(current))))
 
-    reached = {d for p in publishes for k in (p.bcc or ()) for d in destinations_by_key.get(k, ())}
+    reached = {d for p in publishes for k in (p.bcc or ()) for d in destinations_of(k)}
     if not splittable and publishes:
-        reached |= {d for k in always_routed for d in destinations_by_key.get(k, ())}
-    direct = sorted({d for k in leftover for d in destinations_by_key.get(k, ())} - reached)
+        reached |= {d for k in always_routed for d in destinations_of(k)}
+    direct = sorted({d for k in leftover for d in destinations_of(k)} - reached)
     for kind, name in direct:
         if kind == "exchange":
             publishes.append(Publish(name, routing_key, None))
@@ -99,7 +107,7 @@ def plan_delivery(
 
 
 def _groups_sharing_destinations(
-    keys: list[str], destinations_by_key: Mapping[str, Iterable[Destination]]
+    keys: list[str], destinations_of: Callable[[str], Iterable[Destination]]
 ) -> list[list[str]]:
     """Partitions ``keys`` so that keys reaching a common destination share a group."""
     parent = {k: k for k in keys}
@@ -112,7 +120,7 @@ def _groups_sharing_destinations(
 
     owner: dict[Destination, str] = {}
     for k in keys:
-        for d in destinations_by_key.get(k, ()):
+        for d in destinations_of(k):
             if d in owner:
                 parent[find(k)] = find(owner[d])
             else:

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rtroute.core import MAX_BINDING_BYTES, MAX_QUERY_BYTES
+from rtroute.core import MAX_BINDING_BYTES, MAX_QUERY_BYTES, ForwardMatcher
 from rtroute.core.keys import decode_key
 from rtroute.routing import PreconditionFailed, extra_routing_keys, make_exchange
 from rtroute.sidecar.delivery import Destination, Publish, plan_delivery
@@ -77,6 +77,9 @@ class ExchangeRouter:
         self.frame_max = frame_max
         self._exchange = make_exchange(kind, name)
         self._destinations_by_key: dict[str, set[Destination]] = {}
+        # bound keys holding '*'/'#' words: RabbitMQ's topic NAME.bindings treats them as
+        # wildcards, so the planner must know what they catch
+        self._wildcards = ForwardMatcher()
 
     # -- bindings (fed by the binding watcher or the static config) --------------------------
     def bind(self, destination: Destination, key: str) -> bool:
@@ -84,6 +87,8 @@ class ExchangeRouter:
         added = self._exchange.bind(_encode(destination), key)
         if added:
             self._destinations_by_key.setdefault(key, set()).add(destination)
+            if _has_wildcard(key):
+                self._wildcards.add(key)
         return added
 
     def unbind(self, destination: Destination, key: str) -> bool:
@@ -94,7 +99,17 @@ class ExchangeRouter:
             dests.discard(destination)
             if not dests:
                 del self._destinations_by_key[key]
+                if _has_wildcard(key):
+                    self._wildcards.remove(key)
         return removed
+
+    def destinations_of(self, key: str) -> set[Destination]:
+        """Where RabbitMQ's topic ``NAME.bindings`` delivers a publish routed with ``key``."""
+        found = set(self._destinations_by_key.get(key, ()))
+        if len(self._wildcards):
+            for wildcard in self._wildcards.match(key):
+                found |= self._destinations_by_key[wildcard]
+        return found
 
     def replace_bindings(self, bindings: Sequence[tuple[Destination, str]]) -> None:
         """Makes the known bindings exactly ``bindings`` (after a full re-listing)."""
@@ -152,8 +167,12 @@ class ExchangeRouter:
             return Decision(publishes, headers, unroutable=True)
         budget = self.frame_max - FRAME_OVERHEAD - field_table_size(headers)
         plan = plan_delivery(self.bindings_exchange, routing_key, cc, keys,
-                             self._destinations_by_key, budget)
+                             self.destinations_of, budget)
         return Decision(plan, headers)
+
+
+def _has_wildcard(key: str) -> bool:
+    return any(word in ("*", "#") for word in key.split("."))
 
 
 def _encode(destination: Destination) -> str:

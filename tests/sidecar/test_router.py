@@ -1,4 +1,6 @@
 """Routing decisions of one managed exchange: alias BCC, dead letters, unroutable."""
+from collections import Counter
+
 import pytest
 
 from rtroute.sidecar.router import ExchangeRouter
@@ -86,3 +88,24 @@ def test_hostile_pattern_against_many_bindings_is_answered():
     delivered = {k for p in d.publishes for k in (p.bcc or ())}
     direct = [p for p in d.publishes if p.bcc is None]
     assert len(delivered) + len(direct) > 0 and d.error is None
+
+
+def test_literal_wildcard_binding_is_planned_as_rabbitmq_routes_it():
+    r = ExchangeRouter("w", frame_max=1500)
+    r.bind(("queue", "wild"), "k.*")  # RabbitMQ's topic NAME.bindings: a wildcard
+    for i in range(200):
+        r.bind(("queue", f"q{i}"), f"k.{i}")
+    r.bind(("queue", "other"), "z.z")
+    assert r.destinations_of("k.7") == {("queue", "q7"), ("queue", "wild")}
+    (d,) = r.decide_many([("#", None)])
+    # "k.*" ties every k.N key to "wild": too many for one frame, so that group is delivered
+    # queue by queue, and every destination still gets exactly one copy
+    got = Counter()
+    for p in d.publishes:
+        if p.bcc is None:
+            got[("queue", p.routing_key)] += 1
+        else:
+            got.update({dest for k in (p.routing_key, *p.bcc) for dest in r.destinations_of(k)})
+    assert set(got.values()) == {1}
+    assert set(got) == {("queue", "wild"), ("queue", "other"), *[("queue", f"q{i}")
+                                                                for i in range(200)]}

@@ -1,0 +1,150 @@
+"""The sidecar under test runs as a real `rtroute run` process, so that it can be killed -9."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any, Optional
+
+import pika
+import pytest
+
+from ..conftest import wait_for
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class SidecarProcess:
+    """One `rtroute run` process serving some exchanges, with its /status endpoint."""
+
+    def __init__(self, args: list[str], log: Path) -> None:
+        self.port = free_port()
+        self.name = f"rtroute-test-sidecar-{uuid.uuid4().hex[:8]}"
+        self.log_path = log
+        self._log = open(log, "ab")
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "rtroute.cli", "run", *args,
+             "--http", f"127.0.0.1:{self.port}", "--name", self.name],
+            stdout=self._log, stderr=subprocess.STDOUT, env=env)
+
+    def status(self) -> Optional[dict]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/status", timeout=2) as r:
+                return json.load(r)
+        except OSError:
+            return None
+
+    def exchange(self, name: str) -> dict:
+        st = self.status() or {}
+        return next((e for e in st.get("exchanges", []) if e["name"] == name), {})
+
+    def wait_running(self, name: str, bindings: Optional[int] = None, timeout: float = 20) -> dict:
+        def ready() -> Any:
+            if self.proc.poll() is not None:
+                pytest.fail(f"sidecar exited with {self.proc.returncode}:\n{self.log()}")
+            ex = self.exchange(name)
+            ok = ex.get("state") == "running" and (
+                bindings is None or ex.get("bindings_known") == bindings)
+            return ex if ok else None
+
+        return wait_for(ready, timeout)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-4000:]
+
+    def kill9(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def terminate(self, timeout: float = 20) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                return self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+                pytest.fail(f"sidecar ignored SIGTERM for {timeout} s:\n{self.log()}")
+        return self.proc.returncode
+
+
+@pytest.fixture
+def sidecars(tmp_path, broker_uri):
+    """``start(args) -> SidecarProcess``; every process is stopped at teardown."""
+    started: list[SidecarProcess] = []
+
+    def start(*args: str) -> SidecarProcess:
+        sc = SidecarProcess(list(args), tmp_path / f"sidecar-{len(started)}.log")
+        started.append(sc)
+        return sc
+
+    yield start
+    for sc in started:
+        if sc.proc.poll() is None:
+            sc.proc.kill()
+            sc.proc.wait(5)
+
+
+@pytest.fixture
+def channel(broker_uri):
+    conn = pika.BlockingConnection(pika.URLParameters(broker_uri))
+    ch = conn.channel()
+    yield ch
+    if conn.is_open:
+        conn.close()
+
+
+@pytest.fixture
+def managed(channel):
+    """``managed() -> name``: a fresh managed exchange name; its broker objects go at teardown."""
+    names: list[str] = []
+    queues: list[str] = []
+
+    def new(label: str = "x") -> str:
+        name = f"rtroute-test.{label}.{uuid.uuid4().hex[:8]}"
+        names.append(name)
+        return name
+
+    new.queues = queues  # type: ignore[attr-defined]
+    yield new
+    conn = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1"))
+    ch = conn.channel()
+    for name in names:
+        for obj in (f"rtroute.ingress.{name}",):
+            ch.queue_delete(obj)
+        for ex in (name, f"{name}.bindings"):
+            ch.exchange_delete(ex)
+    for q in queues:
+        ch.queue_delete(q)
+    conn.close()
+
+
+def drain(channel, queue: str) -> list[tuple[Any, Any, bytes]]:
+    """Every message now in ``queue`` (acked)."""
+    got = []
+    while True:
+        method, props, body = channel.basic_get(queue, auto_ack=True)
+        if method is None:
+            return got
+        got.append((method, props, body))
+
+
+def depth(channel, queue: str) -> int:
+    return channel.queue_declare(queue, passive=True).method.message_count
+
+
+def wait_depth(channel, queue: str, count: int, timeout: float = 30) -> None:
+    wait_for(lambda: depth(channel, queue) >= count, timeout)
+    time.sleep(0.3)  # let stragglers (duplicates) land before counting
