@@ -198,5 +198,24 @@ def bench_selector(evaluations: int) -> None:
     run(evaluations=evaluations, echo=click.echo)
 
 
+@bench.command("sidecar")
+@click.option("--uri", default="amqp://guest:guest@127.0.0.1:5672/%2F", show_default=True)
+def bench_sidecar(uri: str) -> None:
+    """Sidecar vs a native topic exchange: 1, 10, 100 queues per message and 10k bindings."""
+    from rtroute.bench.sidecar import run
+
+    run(uri, echo=click.echo)
+
+
+@bench.command("confirms")
+@click.option("--uri", default="amqp://guest:guest@127.0.0.1:5672/%2F", show_default=True)
+@click.option("--persistent", is_flag=True, help="delivery_mode 2 (the broker fsyncs).")
+def bench_confirms(uri: str, persistent: bool) -> None:
+    """Transactions vs synchronous confirms vs windowed confirms, in one run."""
+    from rtroute.bench.confirms import run
+
+    run(uri, persistent=persistent, echo=click.echo)
+
+
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

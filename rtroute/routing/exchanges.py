@@ -99,16 +99,27 @@ class _Exchange:
 
     def route_many(self, publishes: Sequence[tuple[str, Headers]]) -> list[RouteResult]:
         """Routes many publishes with one call into the core per batch."""
-        queries: list[list[str]] = []
-        for routing_key, headers in publishes:
-            routing_key = decode_key(routing_key, MAX_BINDING_BYTES, "routing key")
-            cc, bcc = extra_routing_keys(headers)
-            queries.append([routing_key, *cc, *bcc])
-        matched = self._match_groups(queries)
+        matched = self.matching_keys_many(publishes)
         return [
             RouteResult(self.destinations_of(keys), delivered_headers(headers), frozenset(keys))
             for keys, (_, headers) in zip(matched, publishes)
         ]
+
+    def matching_keys_many(self, publishes: Sequence[tuple[str, Headers]]) -> list[set[str]]:
+        """The binding keys each publish matches (routing key, CC and BCC), without resolving
+        destinations. Identical key sets in one batch are matched once.
+
+        Raises:
+            as :meth:`route`.
+        """
+        groups: dict[tuple[str, ...], int] = {}
+        order: list[int] = []
+        for routing_key, headers in publishes:
+            routing_key = decode_key(routing_key, MAX_BINDING_BYTES, "routing key")
+            cc, bcc = extra_routing_keys(headers)
+            order.append(groups.setdefault((routing_key, *cc, *bcc), len(groups)))
+        matched = self._match_groups([list(g) for g in groups])
+        return [matched[i] for i in order]
 
     def _match_groups(self, groups: list[list[str]]) -> list[set[str]]:
         raise NotImplementedError

@@ -65,10 +65,11 @@ def plan_delivery(
         destinations_of: where RabbitMQ delivers a publish routed with a given key.
         budget: bytes the ``BCC`` header may take in one header frame.
     """
-    keys = sorted(set(matched))
+    keys = sorted(set(matched))  # binding keys: at most 255 bytes each
     if not keys:
         return []
-    if bcc_cost(keys) <= budget:
+    if len(keys) * (BCC_ENTRY_COST + 255) + BCC_FIXED_COST <= budget or \
+            bcc_cost(keys) <= budget:
         return [Publish(bindings_exchange, routing_key, tuple(keys))]
 
     groups = _groups_sharing_destinations(keys, destinations_of)

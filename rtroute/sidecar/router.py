@@ -138,10 +138,10 @@ class ExchangeRouter:
                 continue
             decisions.append(None)
             valid.append((i, queries[0], delivered, cc, queries))
-        routed = self._exchange.route_many(
+        matched = self._exchange.matching_keys_many(
             [(q[0], {"CC": q[1:]}) for (_, _, _, _, q) in valid])
-        for (i, routing_key, delivered, cc, _), result in zip(valid, routed):
-            decisions[i] = self._decision(routing_key, delivered, cc, result.binding_keys)
+        for (i, routing_key, delivered, cc, _), keys in zip(valid, matched):
+            decisions[i] = self._decision(routing_key, delivered, cc, keys)
         return decisions  # type: ignore[return-value]
 
     def _queries(self, routing_key: Any, headers: Mapping[str, Any] | None
@@ -165,7 +165,7 @@ class ExchangeRouter:
             publishes = [Publish(self.bindings_exchange, routing_key, ())] \
                 if self.alternate_exchange else []
             return Decision(publishes, headers, unroutable=True)
-        budget = self.frame_max - FRAME_OVERHEAD - field_table_size(headers)
+        budget = self.frame_max - FRAME_OVERHEAD - (field_table_size(headers) if headers else 0)
         plan = plan_delivery(self.bindings_exchange, routing_key, cc, keys,
                              self.destinations_of, budget)
         return Decision(plan, headers)

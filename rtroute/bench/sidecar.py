@@ -1,0 +1,148 @@
+"""`rtroute bench sidecar`: the sidecar path against a native topic exchange, in one run.
+
+Both paths deliver the same messages to the same queues. Each is timed from the first publish
+until the destination queues hold every copy, with a fast publisher (windowed confirms, no
+per-message wait), so that the routing path is what is measured. The sidecar runs as its own
+`rtroute run` process, as in production.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from dataclasses import dataclass
+from typing import Callable
+
+from rtroute.amqp import connect_blocking, publish
+
+DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
+
+
+@dataclass
+class Scenario:
+    """``matched`` queues receive each message; ``extra`` bindings match nothing."""
+
+    matched: int
+    extra: int
+    messages: int
+
+    @property
+    def label(self) -> str:
+        more = f", +{self.extra:,} bindings" if self.extra else ""
+        return f"{self.matched} queue{'s' if self.matched > 1 else ''}/msg{more}"
+
+
+SCENARIOS = [
+    Scenario(1, 0, 50_000),
+    Scenario(10, 0, 20_000),
+    Scenario(100, 0, 3_000),
+    Scenario(1, 10_000, 50_000),
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_depth(channel, queues: list[str], total: int, timeout: float) -> float:
+    """Polls until the queues hold ``total`` messages; returns when that happened."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        have = sum(channel.queue_declare(q, passive=True).method.message_count for q in queues)
+        if have >= total:
+            return time.monotonic()
+        time.sleep(0.02)
+    raise TimeoutError(f"queues hold fewer than {total} messages after {timeout} s")
+
+
+def _timed_publish(uri: str, exchange: str, key: str, scenario: Scenario, channel,
+                   queues: list[str]) -> float:
+    start = time.monotonic()
+    result = publish(uri, exchange, key, scenario.messages, 100, window=2000,
+                     echo=lambda *_: None)
+    if result.get("error") or result["acked"] != scenario.messages:
+        raise RuntimeError(f"publish to {exchange} failed: {result}")
+    end = _wait_depth(channel, queues, scenario.messages * scenario.matched, 600)
+    return scenario.messages / (end - start)
+
+
+def _sidecar_status(port: int) -> dict:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=2) as r:
+        return json.load(r)
+
+
+def run_scenario(uri: str, scenario: Scenario, echo: Callable[[str], None]) -> dict:
+    """Measures one scenario on both paths; returns the rates and their ratio."""
+    tag = uuid.uuid4().hex[:6]
+    name, native = f"rtroute.bench.{tag}", f"rtroute.bench.{tag}.native"
+    conn = connect_blocking(uri)
+    ch = conn.channel()
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rtroute.cli", "run", "--uri", uri, "--rtopic", name,
+         "--http", f"127.0.0.1:{port}", "--log-level", "WARNING", "--name", f"bench-{tag}"],
+        env=dict(os.environ))
+    queues = [f"{name}.q{i}" for i in range(scenario.matched)]
+    try:
+        ch.exchange_declare(native, "topic", auto_delete=True)
+        ch.exchange_declare(f"{name}.bindings", "topic", durable=True)
+        for i, q in enumerate(queues):
+            ch.queue_declare(q)
+            ch.queue_bind(q, f"{name}.bindings", f"bench.q{i}")  # plain keys for rtopic
+            ch.queue_bind(q, native, "bench.*")
+        for j in range(scenario.extra):
+            ch.queue_bind(queues[j % len(queues)], f"{name}.bindings", f"other.k{j}")
+            ch.queue_bind(queues[j % len(queues)], native, f"other.k{j}")
+        bindings = scenario.matched + scenario.extra
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                ex = _sidecar_status(port)["exchanges"][0]
+                if ex["state"] == "running" and ex["bindings_known"] == bindings:
+                    break
+            except (OSError, KeyError, IndexError):
+                pass
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise RuntimeError("the sidecar did not come up")
+            time.sleep(0.1)
+        for q in queues:
+            ch.queue_purge(q)
+        echo(f"  {scenario.label}: native topic exchange ...")
+        native_rate = _timed_publish(uri, native, "bench.x", scenario, ch, queues)
+        for q in queues:
+            ch.queue_purge(q)
+        echo(f"  {scenario.label}: sidecar ...")
+        sidecar_rate = _timed_publish(uri, name, "bench.*", scenario, ch, queues)
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        for q in queues:
+            ch.queue_delete(q)
+        for x in (name, f"{name}.bindings", native):
+            ch.exchange_delete(x)
+        ch.queue_delete(f"rtroute.ingress.{name}")
+        conn.close()
+    return {"scenario": scenario.label, "messages": scenario.messages,
+            "native_msgs_per_s": native_rate, "sidecar_msgs_per_s": sidecar_rate,
+            "ratio": sidecar_rate / native_rate}
+
+
+def run(uri: str = DEFAULT_URI, scenarios: list[Scenario] = SCENARIOS,
+        echo: Callable[[str], None] = print) -> list[dict]:
+    """Runs every scenario; prints progress and a table; returns the rows."""
+    echo(f"sidecar vs native topic exchange ({len(scenarios)} scenarios, 100-byte messages)")
+    rows = [run_scenario(uri, s, echo) for s in scenarios]
+    echo("")
+    echo("| scenario | messages | native msg/s | sidecar msg/s | sidecar / native |")
+    echo("|---|---:|---:|---:|---:|")
+    for r in rows:
+        echo(f"| {r['scenario']} | {r['messages']:,} | {r['native_msgs_per_s']:,.0f} | "
+             f"{r['sidecar_msgs_per_s']:,.0f} | {r['ratio']:.2f} |")
+    return rows
