@@ -120,6 +120,18 @@ def run(config_path: str | None, uri: str | None, rtopic: tuple, http_listen: st
 
 @main.command()
 @click.option("--uri", default="amqp://guest:guest@127.0.0.1:5672/%2F", show_default=True)
+def demo(uri: str) -> None:
+    """Run the rtopic plugin's README example end to end through a real sidecar."""
+    from rtroute.demo import run as run_demo
+
+    try:
+        run_demo(uri, echo=click.echo)
+    except (OSError, RuntimeError) as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+@main.command()
+@click.option("--uri", default="amqp://guest:guest@127.0.0.1:5672/%2F", show_default=True)
 @click.option("--exchange", required=True, help="Exchange to publish to.")
 @click.option("--routing-key", default="", help="Routing key (may hold * and # for rtopic).")
 @click.option("-n", "--count", default=10_000, show_default=True, type=click.IntRange(1))

@@ -1,0 +1,116 @@
+"""`rtroute demo`: the rtopic plugin's README example, end to end through a real sidecar.
+
+Starts `rtroute run` for a demo exchange, binds queues A-F to ``NAME.bindings`` with the
+plugin's keys, publishes the plugin's example routing keys (plus one CC and one blind copy),
+and prints which queue got what. Everything it declares is deleted afterwards.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from typing import Callable
+
+import pika
+
+from rtroute.amqp import connect_blocking, mask_uri
+
+PLUGIN_QUEUES = {
+    "A": "server1.app1.mod1.info",
+    "B": "server1.app1.mod1.error",
+    "C": "server1.app2.mod1.info",
+    "D": "server2.app2.mod1.warning",
+    "E": "server1.app1.mod2.info",
+    "F": "server2.app1.mod1.info",
+}
+EXAMPLES = [
+    ("server1.app1.mod1.info", {}),
+    ("*.app1.mod1.info", {}),
+    ("#.info", {}),
+    ("#.mod1.info", {}),
+    ("#", {}),
+    ("server1.app1.mod1.*", {}),
+    ("server1.app1.#", {}),
+    ("server1.app1.mod1.info", {"CC": ["#.warning"], "x-rtroute-bcc": ["*.app2.#"]}),
+]
+
+
+def run(uri: str, echo: Callable[[str], None] = print) -> dict[str, list[str]]:
+    """Runs the demo; returns, per queue, the routing keys it received."""
+    name = f"rtroute.demo.{uuid.uuid4().hex[:6]}"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    echo(f"broker: {mask_uri(uri)}; starting the sidecar for exchange {name!r} ...")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rtroute.cli", "run", "--uri", uri, "--rtopic", name,
+         "--http", f"127.0.0.1:{port}", "--log-level", "WARNING"], env=dict(os.environ))
+    conn = connect_blocking(uri)
+    ch = conn.channel()
+    queues = {q: f"{name}.{q}" for q in PLUGIN_QUEUES}
+    try:
+        _wait_status(port, name, None, proc)
+        for q, key in PLUGIN_QUEUES.items():
+            ch.queue_declare(queues[q], auto_delete=True)
+            ch.queue_bind(queues[q], f"{name}.bindings", key)
+            echo(f"  queue {q} bound to {name}.bindings with {key!r}")
+        _wait_status(port, name, len(PLUGIN_QUEUES), proc)
+        ch.confirm_delivery()
+        for key, headers in EXAMPLES:
+            ch.basic_publish(name, key, key.encode(), pika.BasicProperties(headers=headers))
+        expected = 31  # deliveries the examples above make
+        deadline = time.monotonic() + 20
+        while sum(ch.queue_declare(q, passive=True).method.message_count
+                  for q in queues.values()) < expected and time.monotonic() < deadline:
+            time.sleep(0.05)
+        received: dict[str, list[str]] = {}
+        for q, queue in queues.items():
+            received[q] = []
+            while True:
+                method, props, _body = ch.basic_get(queue, auto_ack=True)
+                if method is None:
+                    break
+                note = " (CC)" if (props.headers or {}).get("CC") else ""
+                received[q].append(method.routing_key + note)
+        echo("")
+        echo(f"{'published routing key':<28} received by")
+        for key, headers in EXAMPLES:
+            extra = f" + CC {headers['CC']} + BCC alias {headers['x-rtroute-bcc']}" \
+                if headers else ""
+            who = [q for q in queues if any(r.split(" ")[0] == key and
+                                            (bool(headers) == r.endswith("(CC)"))
+                                            for r in received[q])]
+            echo(f"{key + extra:<28} {', '.join(who) or '-'}")
+        echo("")
+        echo("(the blind copies carry no trace of the BCC alias header; CC stays visible)")
+        return received
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        for queue in queues.values():
+            ch.queue_delete(queue)
+        for x in (name, f"{name}.bindings"):
+            ch.exchange_delete(x)
+        ch.queue_delete(f"rtroute.ingress.{name}")
+        conn.close()
+
+
+def _wait_status(port: int, name: str, bindings: int | None, proc: subprocess.Popen) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the sidecar exited with status {proc.returncode}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=2) as r:
+                ex = json.load(r)["exchanges"][0]
+            if ex["state"] == "running" and bindings in (None, ex["bindings_known"]):
+                return
+        except (OSError, KeyError, IndexError, ValueError):
+            pass
+        time.sleep(0.1)
+    raise RuntimeError("the sidecar did not become ready within 30 s")
