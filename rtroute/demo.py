@@ -19,6 +19,7 @@ from typing import Callable
 import pika
 
 from rtroute.amqp import connect_blocking, mask_uri
+from rtroute.routing import RTopicExchange
 
 PLUGIN_QUEUES = {
     "A": "server1.app1.mod1.info",
@@ -63,7 +64,13 @@ def run(uri: str, echo: Callable[[str], None] = print) -> dict[str, list[str]]:
         ch.confirm_delivery()
         for key, headers in EXAMPLES:
             ch.basic_publish(name, key, key.encode(), pika.BasicProperties(headers=headers))
-        expected = 31  # deliveries the examples above make
+        # what the plugin would deliver, computed by the library: the sidecar must match it
+        library = RTopicExchange(name)
+        for q, key in PLUGIN_QUEUES.items():
+            library.bind(q, key)
+        expected = sum(len(library.route(key, {"CC": h.get("CC", []),
+                                               "BCC": h.get("x-rtroute-bcc", [])}).destinations)
+                       for key, h in EXAMPLES)
         deadline = time.monotonic() + 20
         while sum(ch.queue_declare(q, passive=True).method.message_count
                   for q in queues.values()) < expected and time.monotonic() < deadline:
