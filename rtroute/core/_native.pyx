@@ -6,6 +6,7 @@ and reuses them after removal) so that results come back as the original ``str``
 """
 from libc.stdint cimport uint32_t
 from libc.stdlib cimport free, malloc
+from libc.string cimport memcpy
 
 from rtroute.core.keys import MAX_BINDING_BYTES, MAX_QUERY_BYTES, encode_key
 
@@ -43,7 +44,23 @@ cdef extern from "rtroute.h":
                         rt_ids *out)
 
 
+cdef extern from "Python.h":
+    const char *PyUnicode_AsUTF8AndSize(object text, Py_ssize_t *size) except NULL
+
+
 DIRECTIONS = {"auto": RT_AUTO, "forward": RT_DIR_FORWARD, "reversed": RT_DIR_REVERSED}
+
+
+cdef const char *_utf8(object key, Py_ssize_t *size, size_t limit, str what) except NULL:
+    """Borrows the UTF-8 bytes of a str (cached by CPython; valid while ``key`` lives)."""
+    cdef const char *data
+    try:
+        data = PyUnicode_AsUTF8AndSize(key, size)
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"{what} is not valid UTF-8: {exc.reason} at {exc.start}") from None
+    if <size_t>size[0] > limit:
+        raise ValueError(f"{what} is {size[0]} bytes long; the limit is {limit}")
+    return data
 
 
 cdef int _check(long rc) except -1:
@@ -128,23 +145,44 @@ cdef class _Matcher:
 
     def match_dir(self, query, direction="auto"):
         """As match(), forcing the trie walked: "auto", "forward" or "reversed"."""
-        cdef bytes raw = encode_key(query, MAX_QUERY_BYTES, "routing key")
+        cdef Py_ssize_t size
+        cdef const char *data
+        if type(query) is not str:
+            query = encode_key(query, MAX_QUERY_BYTES, "routing key").decode("utf-8")
+        data = _utf8(query, &size, MAX_QUERY_BYTES, "routing key")
         self._out.len = 0
-        _check(rt_match_dir(self._m, raw, len(raw), DIRECTIONS[direction], &self._out))
+        _check(rt_match_dir(self._m, data, size, DIRECTIONS[direction], &self._out))
         return self._collect(0, self._out.len)
 
-    cdef bytes _pack(self, list queries, size_t *offs):
-        cdef list parts = []
-        cdef size_t pos = 0
-        cdef size_t i = 0
-        offs[0] = 0
-        for q in queries:
-            raw = encode_key(q, MAX_QUERY_BYTES, "routing key")
-            parts.append(raw)
-            pos += len(raw)
-            i += 1
-            offs[i] = pos
-        return b"".join(parts)
+    cdef char *_pack(self, list queries, size_t *offs) except NULL:
+        """Concatenates the UTF-8 of ``queries`` into a malloc'd buffer (the caller frees it);
+        ``offs`` receives the n+1 boundaries."""
+        cdef size_t n = len(queries)
+        cdef size_t i, pos = 0
+        cdef Py_ssize_t size
+        cdef const char **data = <const char **>malloc((n + 1) * sizeof(char *))
+        cdef char *buf
+        cdef list keep = []
+        if data == NULL:
+            raise MemoryError("rtroute core: out of memory")
+        try:
+            offs[0] = 0
+            for i in range(n):
+                q = queries[i]
+                if type(q) is not str:
+                    q = encode_key(q, MAX_QUERY_BYTES, "routing key").decode("utf-8")
+                    keep.append(q)
+                data[i] = _utf8(q, &size, MAX_QUERY_BYTES, "routing key")
+                pos += size
+                offs[i + 1] = pos
+            buf = <char *>malloc(pos + 1)
+            if buf == NULL:
+                raise MemoryError("rtroute core: out of memory")
+            for i in range(n):
+                memcpy(buf + offs[i], data[i], offs[i + 1] - offs[i])
+            return buf
+        finally:
+            free(data)
 
     def match_many(self, queries):
         """Returns, for each query, the binding keys matching it (one C call for all)."""
@@ -152,7 +190,7 @@ cdef class _Matcher:
         cdef size_t n = len(qs)
         cdef size_t *offs = <size_t *>malloc((n + 1) * sizeof(size_t))
         cdef size_t *res = <size_t *>malloc((n + 1) * sizeof(size_t))
-        cdef bytes buf
+        cdef char *buf = NULL
         cdef size_t i
         if offs == NULL or res == NULL:
             free(offs)
@@ -164,6 +202,7 @@ cdef class _Matcher:
             _check(rt_match_batch(self._m, buf, offs, n, &self._out, res))
             return [self._collect(res[i], res[i + 1]) for i in range(n)]
         finally:
+            free(buf)
             free(offs)
             free(res)
 
@@ -172,7 +211,7 @@ cdef class _Matcher:
         cdef list qs = list(queries)
         cdef size_t n = len(qs)
         cdef size_t *offs = <size_t *>malloc((n + 1) * sizeof(size_t))
-        cdef bytes buf
+        cdef char *buf = NULL
         if offs == NULL:
             raise MemoryError("rtroute core: out of memory")
         try:
@@ -181,6 +220,7 @@ cdef class _Matcher:
             _check(rt_match_union(self._m, buf, offs, n, &self._out))
             return self._collect(0, self._out.len)
         finally:
+            free(buf)
             free(offs)
 
 
