@@ -161,6 +161,7 @@ def run(sizes=(1_000, 100_000, 1_000_000), scan_limit: int = 100_000, queries: i
         for k in keys:
             native.add(k)
         build = time.perf_counter() - t0
+        native.compact()
         memory.append((n, "native (rt_memory)", native.memory() / n))
         memory.append((n, "native (process RSS)", (_rss() - before) / n))
         echo(f"[{n:,} bindings] native built in {build:.2f} s ({n / build:,.0f} adds/s)")

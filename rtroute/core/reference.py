@@ -83,6 +83,9 @@ class _Matcher:
             seen.update(dict.fromkeys(found))
         return list(seen)
 
+    def compact(self) -> None:
+        """Nothing to compact in the twin (the native core rewrites its tries)."""
+
     def memory(self) -> int:
         """Bytes held (an estimate: the pure twin is not built for size)."""
         return sum(len(k) + 100 for k in self._words)
