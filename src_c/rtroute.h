@@ -46,6 +46,12 @@ typedef struct {
 void rt_ids_init(rt_ids *out);
 void rt_ids_free(rt_ids *out);
 
+/* Sorts out->ids[from..to) ascending (an LSD radix sort, O(n)). Ids are handed out in
+ * insertion order, so a caller that keeps one object per id (the Python wrapper) touches them in
+ * allocation order afterwards: for large results that turns random memory reads into sequential
+ * ones. Returns RT_OK, or RT_ENOMEM (the range is then left as it was). */
+int rt_ids_sort(rt_ids *out, size_t from, size_t to);
+
 rt_matcher *rt_matcher_new(rt_kind kind); /* NULL on allocation failure */
 void rt_matcher_free(rt_matcher *m);      /* NULL is a no-op */
 rt_kind rt_matcher_kind(const rt_matcher *m);

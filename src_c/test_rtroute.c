@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "rtroute.h"
+#include "ids.h"
 
 #define CHECK(cond)                                                                            \
     do {                                                                                       \
@@ -884,6 +885,37 @@ TEST(test_differential_many_bindings)
     free(got);
 }
 
+TEST(test_ids_sort)
+{
+    size_t sizes[] = {0, 1, 2, 63, 64, 65, 1000, 70000};
+    size_t k, i;
+    unsigned seed = 12345;
+    for (k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        rt_ids ids;
+        uint64_t sum = 0, sorted_sum = 0;
+        rt_ids_init(&ids);
+        CHECK(rt_ids_reserve(&ids, sizes[k] + 3) == RT_OK);
+        ids.ids[0] = 7; /* outside the sorted range: must stay put */
+        for (i = 1; i <= sizes[k]; i++) {
+            seed = seed * 1103515245u + 12345u;
+            ids.ids[i] = (k % 2) ? seed : seed % 5000u; /* wide and narrow id ranges */
+            sum += ids.ids[i];
+        }
+        ids.ids[sizes[k] + 1] = 3;
+        ids.len = sizes[k] + 2;
+        CHECK(rt_ids_sort(&ids, 1, sizes[k] + 1) == RT_OK);
+        CHECK(ids.ids[0] == 7 && ids.ids[sizes[k] + 1] == 3);
+        for (i = 1; i <= sizes[k]; i++) {
+            sorted_sum += ids.ids[i];
+            if (i > 1)
+                CHECK(ids.ids[i - 1] <= ids.ids[i]);
+        }
+        CHECK(sum == sorted_sum);
+        CHECK(rt_ids_sort(&ids, 2, 1) == RT_EINVAL);
+        rt_ids_free(&ids);
+    }
+}
+
 int main(int argc, char **argv)
 {
     quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
@@ -904,6 +936,7 @@ int main(int argc, char **argv)
     RUN(test_differential_many_bindings);
     RUN(test_allocation_failures_leave_matcher_consistent);
     RUN(test_large_fanout_and_compaction);
+    RUN(test_ids_sort);
     printf("all %u tests passed (%s)\n", tests_run, quick ? "quick" : "full");
     return 0;
 }
