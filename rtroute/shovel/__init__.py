@@ -1,1 +1,14 @@
-"""The shovel: moves messages between brokers as RabbitMQ's shovel plugin does, from outside."""
+"""The shovel: moves messages between brokers as RabbitMQ's shovel plugin does, from outside.
+
+One module per concern, as in the plugin:
+
+- :mod:`~rtroute.shovel.config`: :class:`ShovelConfig` and its field-by-field checks;
+  :mod:`~rtroute.shovel.importers` and :mod:`~rtroute.shovel.erlang_terms` read the plugin's
+  own configurations (``rabbitmq.config`` terms, definitions exports);
+- :mod:`~rtroute.shovel.worker`: one shovel as a state machine (``ShovelWorker``);
+  :mod:`~rtroute.shovel.frames`: its pass-through fast path at the AMQP frame level;
+- :mod:`~rtroute.shovel.status`: states, counters and the registry that ``/status`` and
+  ``/metrics`` serve;
+- :mod:`~rtroute.shovel.runner`: several shovels in one process (``ShovelRunner``, ``serve``);
+- :mod:`~rtroute.shovel.commands`: ``rtroute shovel run`` and ``rtroute shovel status``.
+"""

@@ -40,6 +40,7 @@ PUBLISH_FIELDS = ("exchange", "routing_key")
 DEFAULT_PREFETCH = 1000
 DEFAULT_RECONNECT_DELAY = 1.0
 DEFAULT_NACK_RETRIES = 5
+DEFAULT_NACK_RETRY_DELAY = 0.5
 
 _SHORTSTR = "shortstr"
 _STRING_PROPERTIES = (
@@ -165,6 +166,8 @@ class ShovelConfig:
             behaviour). Defaults to ``nack`` with ``on_confirm`` and ``drop`` otherwise.
         nack_retries: how often a message nacked by the destination is republished (with
             back-off) before it is nacked to the source without requeue.
+        nack_retry_delay: seconds before the first republish; each further one waits twice as
+            long (at most 30 s).
         filter: optional :class:`ShovelFilter`.
         vhost: the virtual host a dynamic shovel was defined in (imports only), else ``None``.
     """
@@ -189,6 +192,7 @@ class ShovelConfig:
     dest_add_timestamp_header: bool = False
     on_unroutable: str = "nack"
     nack_retries: int = DEFAULT_NACK_RETRIES
+    nack_retry_delay: float = DEFAULT_NACK_RETRY_DELAY
     filter: ShovelFilter | None = None
     vhost: str | None = None
 
@@ -213,6 +217,13 @@ def amqp_uri_problem(uri: str) -> str | None:
         return "has port 0"
     if parts.path.count("/") > 1:
         return "has a '/' in the vhost; write it as %2F"
+    from rtroute.amqp.uri import parse_uri
+
+    try:
+        parse_uri(uri)
+    except ValueError as exc:
+        # "invalid AMQP URI '...': PROBLEM" (masked): keep the problem
+        return "is invalid: " + str(exc).rpartition("': ")[2]
     return None
 
 
@@ -569,6 +580,8 @@ def parse_shovel(
     unroutable_raw = _raw(reader, "on_unroutable")
     on_unroutable = reader.choice("on_unroutable", ON_UNROUTABLE, default=None)
     nack_retries = reader.integer("nack_retries", default=DEFAULT_NACK_RETRIES, minimum=0)
+    nack_retry_delay = reader.number("nack_retry_delay", default=DEFAULT_NACK_RETRY_DELAY,
+                                     minimum=0)
     shovel_filter = _parse_filter(reader)
     reader.finish()
 
@@ -578,6 +591,9 @@ def parse_shovel(
 
     if queue is None and src_exchange is None:
         raise reader.error("needs a source: queue (src-queue) or src-exchange")
+    if queue == "" and not any(d["method"] == "queue.declare" for d in sources.declarations):
+        raise reader.error_at(at("queue", "src_queue"), 'queue "" means the most recently '
+                              "declared queue, but the sources' declarations declare none")
     if queue is not None and src_exchange is not None:
         raise reader.error_at(at("src_exchange"), "give queue or src-exchange, not both")
     if src_exchange_key is not None and src_exchange is None:
@@ -600,6 +616,10 @@ def parse_shovel(
         raise reader.error_at(at("src_delete_after", "delete_after"),
                               "a numeric src-delete-after needs acknowledgements; it cannot "
                               "be used with ack_mode no_ack")
+    if shovel_filter is not None and shovel_filter.on_mismatch == "leave" \
+            and ack_mode == "no_ack":
+        raise reader.error_at(at("filter"), "filter.on_mismatch \"leave\" needs "
+                              "acknowledgements; it cannot be used with ack_mode no_ack")
     if on_unroutable is None:
         on_unroutable = "nack" if ack_mode == "on_confirm" else "drop"
     elif on_unroutable != "drop" and ack_mode != "on_confirm":
@@ -630,6 +650,7 @@ def parse_shovel(
         dest_add_timestamp_header=timestamp,
         on_unroutable=on_unroutable,
         nack_retries=nack_retries,
+        nack_retry_delay=nack_retry_delay,
         filter=shovel_filter,
         vhost=vhost,
     )

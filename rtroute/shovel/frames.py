@@ -1,0 +1,272 @@
+"""AMQP 0-9-1 frames as bytes: the shovel's fast path through pika.
+
+A shovel that passes messages through unchanged need not decode them: it reads each
+``basic.deliver`` (tag, exchange, routing key) and keeps the content header and body frames as
+the source broker sent them, then writes a ``basic.publish`` frame followed by those same
+frames to the destination. Properties are decoded only when the shovel must look at or change
+them (a selector filter, ``publish_properties``, the forward or timestamp headers).
+
+The publisher confirms of the destination channel are read here too (a ``basic.ack`` is a
+fixed 13-byte payload; pika's generic callback dispatch costs more than the rest of a message).
+pika stays in charge of everything else (handshake, channels, declarations, ``basic.qos``,
+``basic.consume``, acks to the source, returns, heartbeats): :class:`FrameReader` replaces the
+connection's ``_on_data_available`` and hands every frame it does not intercept to pika's own
+``_process_frame``, in order; :func:`emit` writes through the connection's transport as pika
+does. These are pika internals (present throughout pika 1.x); :func:`install` checks for them
+and reports what is missing instead of misbehaving.
+
+Frame layout: ``type (1) | channel (2) | size (4) | payload (size) | 0xCE``.
+"""
+from __future__ import annotations
+
+import struct
+from typing import Any, Callable
+
+import pika.spec
+from pika.frame import Header, decode_frame
+
+__all__ = [
+    "FrameReader",
+    "body_of",
+    "body_size",
+    "decode_properties",
+    "emit",
+    "header_frame",
+    "install",
+    "publish_frame",
+    "rechannel",
+    "shortstr",
+]
+
+FRAME_METHOD, FRAME_HEADER, FRAME_BODY = 1, 2, 3
+FRAME_END = b"\xce"
+_DELIVER = b"\x00\x3c\x00\x3c"        # basic.deliver: class 60, method 60
+_ACK = b"\x00\x3c\x00\x50"            # basic.ack: class 60, method 80
+_NACK = b"\x00\x3c\x00\x78"           # basic.nack: class 60, method 120
+_PUBLISH = struct.pack(">HHH", 60, 40, 0)  # basic.publish, ticket 0
+_FRAME_HEAD = struct.Struct(">BHI")
+_U16 = struct.Struct(">H").unpack_from
+_U32 = struct.Struct(">I").unpack_from
+_U64 = struct.Struct(">Q").unpack_from
+_PROPERTIES_OFFSET = 7 + 12  # frame head + class, weight, body size
+
+#: Bytes read per ``recv`` (pika reads 4 KiB).
+RECV_BYTES = 65536
+#: Most bytes joined into one ``send``.
+COALESCE_BYTES = 256 << 10
+
+OnDelivery = Callable[[int, bytes, bytes, list], Any]
+OnConfirm = Callable[[int, bool, bool], Any]
+
+
+def shortstr(text: str) -> bytes:
+    """``text`` as an AMQP short string (length octet + UTF-8).
+
+    Raises:
+        ValueError: longer than 255 bytes.
+    """
+    data = text.encode("utf-8")
+    if len(data) > 255:
+        raise ValueError(f"short string of {len(data)} bytes (at most 255)")
+    return bytes((len(data),)) + data
+
+
+def publish_frame(channel: int, exchange: bytes, routing_key: bytes, mandatory: bool) -> bytes:
+    """A ``basic.publish`` method frame; ``exchange`` and ``routing_key`` are short strings."""
+    payload = b"".join((_PUBLISH, exchange, routing_key, b"\x01" if mandatory else b"\x00"))
+    return _FRAME_HEAD.pack(FRAME_METHOD, channel, len(payload)) + payload + FRAME_END
+
+
+def rechannel(parts: list[bytes], channel: int, frame_max: int) -> list[bytes]:
+    """The content frames ``parts`` (header, bodies) for another channel and frame size."""
+    header = parts[0]
+    out = [header[:1] + struct.pack(">H", channel) + header[3:]]
+    chunk = frame_max - 8
+    if all(len(p) <= frame_max for p in parts[1:]):
+        out += [p[:1] + struct.pack(">H", channel) + p[3:] for p in parts[1:]]
+        return out
+    body = body_of(parts)
+    for start in range(0, len(body), chunk):
+        piece = body[start:start + chunk]
+        out.append(_FRAME_HEAD.pack(FRAME_BODY, channel, len(piece)) + piece + FRAME_END)
+    return out
+
+
+def body_of(parts: list[bytes]) -> bytes:
+    """The message body carried by the body frames ``parts[1:]``."""
+    if len(parts) == 2:
+        return parts[1][7:-1]
+    return b"".join(p[7:-1] for p in parts[1:])
+
+
+def body_size(header: bytes) -> int:
+    """The body size a content header frame announces."""
+    return _U64(header, 11)[0]
+
+
+def decode_properties(header: bytes) -> pika.spec.BasicProperties:
+    """The basic properties of a content header frame."""
+    properties = pika.spec.BasicProperties()
+    properties.decode(header, _PROPERTIES_OFFSET)
+    return properties
+
+
+def header_frame(channel: int, header: bytes, properties: pika.spec.BasicProperties) -> bytes:
+    """A content header frame like ``header`` (same body size) with new properties."""
+    return Header(channel, _U64(header, 11)[0], properties).marshal()
+
+
+def emit(connection: Any, data: bytes, frames: int) -> None:
+    """Write ready-made frames to ``connection`` (pika's own path, counters included)."""
+    connection.bytes_sent += len(data)
+    connection.frames_sent += frames
+    connection._adapter_emit_data(data)
+
+
+class FrameReader:
+    """``Connection._on_data_available`` that parses frames at an offset (pika re-slices the
+    whole buffer after every frame, quadratic in the read size) and intercepts the shovel's
+    traffic.
+
+    After :meth:`intercept`, every ``basic.deliver`` on that channel and its content frames go
+    to ``on_delivery(delivery_tag, exchange, routing_key, parts)``: the exchange and routing
+    key as short strings (length octet included), ``parts`` the header frame and the body
+    frames as received. After :meth:`intercept_confirms`, every ``basic.ack``/``basic.nack``
+    on that channel goes to ``on_confirm(delivery_tag, multiple, acked)``. Everything else
+    (returns included, which precede the confirm of their publish) goes to pika, in order.
+    """
+
+    __slots__ = ("_body_left", "_channel", "_confirm_channel", "_connection", "_delivery",
+                 "_on_confirm", "_on_delivery", "_parts", "_process")
+
+    def __init__(self, connection: Any) -> None:
+        self._connection = connection
+        self._process = connection._process_frame
+        self._channel = -1
+        self._confirm_channel = -1
+        self._on_delivery: OnDelivery | None = None
+        self._on_confirm: OnConfirm | None = None
+        self._delivery: tuple[int, bytes, bytes] | None = None
+        self._parts: list[bytes] = []
+        self._body_left = 0
+
+    def intercept(self, channel: int, on_delivery: OnDelivery) -> None:
+        """Hand deliveries on ``channel`` to ``on_delivery`` from now on."""
+        self._channel = channel
+        self._on_delivery = on_delivery
+
+    def intercept_confirms(self, channel: int, on_confirm: OnConfirm) -> None:
+        """Hand publisher confirms on ``channel`` to ``on_confirm`` from now on."""
+        self._confirm_channel = channel
+        self._on_confirm = on_confirm
+
+    def __call__(self, data: bytes) -> None:
+        connection = self._connection
+        pending = connection._frame_buffer
+        buffer = pending + data if pending else data
+        offset = 0
+        end = len(buffer)
+        watched = self._channel
+        confirms = self._confirm_channel
+        try:
+            while end - offset >= 8:
+                frame_end = offset + _U32(buffer, offset + 3)[0] + 8
+                if frame_end > end:
+                    break
+                channel = _U16(buffer, offset + 1)[0]
+                if channel == confirms and buffer[offset] == FRAME_METHOD:
+                    method_id = buffer[offset + 7:offset + 11]
+                    if method_id == _ACK or method_id == _NACK:
+                        tag = _U64(buffer, offset + 11)[0]
+                        multiple = bool(buffer[offset + 19] & 1)
+                        connection.bytes_received += frame_end - offset
+                        offset = frame_end
+                        self._on_confirm(tag, multiple, method_id == _ACK)  # type: ignore[misc]
+                        continue
+                if channel == watched:
+                    kind = buffer[offset]
+                    if kind == FRAME_BODY and self._delivery is not None:
+                        self._parts.append(buffer[offset:frame_end])
+                        self._body_left -= frame_end - offset - 8
+                        connection.bytes_received += frame_end - offset
+                        offset = frame_end
+                        if self._body_left <= 0:
+                            self._deliver()
+                        continue
+                    if kind == FRAME_HEADER and self._delivery is not None:
+                        self._parts = [buffer[offset:frame_end]]
+                        self._body_left = _U64(buffer, offset + 11)[0]
+                        connection.bytes_received += frame_end - offset
+                        offset = frame_end
+                        if self._body_left <= 0:
+                            self._deliver()
+                        continue
+                    if kind == FRAME_METHOD and buffer[offset + 7:offset + 11] == _DELIVER:
+                        pos = offset + 11
+                        pos += 1 + buffer[pos]                    # consumer tag
+                        tag = _U64(buffer, pos)[0]
+                        pos += 9                                  # tag, redelivered
+                        exchange_end = pos + 1 + buffer[pos]
+                        key_end = exchange_end + 1 + buffer[exchange_end]
+                        self._delivery = (tag, buffer[pos:exchange_end],
+                                          buffer[exchange_end:key_end])
+                        connection.bytes_received += frame_end - offset
+                        offset = frame_end
+                        continue
+                consumed, value = decode_frame(buffer[offset:frame_end])
+                offset += consumed
+                connection.bytes_received += consumed
+                self._process(value)
+        finally:
+            connection._frame_buffer = buffer[offset:] if offset else buffer
+
+    def _deliver(self) -> None:
+        tag, exchange, key = self._delivery  # type: ignore[misc]
+        parts = self._parts
+        self._delivery = None
+        self._parts = []
+        self._on_delivery(tag, exchange, key, parts)  # type: ignore[misc]
+
+
+def install(connection: Any) -> FrameReader:
+    """Put a :class:`FrameReader` and bigger, coalesced socket I/O on an open connection.
+
+    - reads :data:`RECV_BYTES` per ``recv``;
+    - sends the frames buffered during an ioloop turn with one ``send`` of up to
+      :data:`COALESCE_BYTES` (pika makes one system call per frame).
+
+    Raises:
+        RuntimeError: this pika lacks an internal the fast path relies on.
+    """
+    transport = getattr(connection, "_transport", None)
+    needed = {
+        "connection._frame_buffer": hasattr(connection, "_frame_buffer"),
+        "connection._process_frame": hasattr(connection, "_process_frame"),
+        "connection._adapter_emit_data": hasattr(connection, "_adapter_emit_data"),
+        "connection.bytes_sent": hasattr(connection, "bytes_sent"),
+        "transport._tx_buffers": hasattr(transport, "_tx_buffers"),
+        "transport._produce": hasattr(transport, "_produce"),
+    }
+    missing = [name for name, present in needed.items() if not present]
+    if missing:
+        raise RuntimeError(f"pika {pika.__version__} lacks {', '.join(missing)}")
+    if hasattr(transport, "_MAX_RECV_BYTES"):
+        transport._MAX_RECV_BYTES = RECV_BYTES
+    buffers = transport._tx_buffers
+    produce = transport._produce
+
+    def coalescing_produce() -> None:
+        if len(buffers) > 1:
+            chunks = []
+            size = 0
+            while buffers and size < COALESCE_BYTES:
+                chunk = buffers.popleft()
+                chunks.append(chunk)
+                size += len(chunk)
+            buffers.appendleft(b"".join(chunks))
+        produce()
+
+    transport._produce = coalescing_produce
+    reader = FrameReader(connection)
+    connection._on_data_available = reader
+    return reader

@@ -1,0 +1,1220 @@
+"""One shovel as a state machine: consume from a source broker, publish to a destination.
+
+A :class:`ShovelWorker` owns one pika ``IOLoop`` (and its thread, see :meth:`ShovelWorker.start`);
+both ends of the shovel are ``SelectConnection``s on that loop, so a message goes from the
+source's socket to the destination's without crossing threads. Each connect attempt is a
+:class:`_Session`; when anything fails (a connection or channel closes, a declaration is
+refused, the consumer is cancelled) the session drops both ends, the broker requeues whatever
+the source had not acknowledged, and after ``reconnect_delay`` seconds a new session starts.
+
+States (see :class:`~rtroute.shovel.status.ShovelState`): ``starting`` while a session connects
+and declares, ``running`` while it moves messages, ``blocked`` while the destination has sent
+``connection.blocked``, and ``terminated`` (with the reason) between sessions or for good
+(``reconnect_delay = 0``, ``src-delete-after`` reached, or stopped).
+
+Messages pass through as frames (:mod:`rtroute.shovel.frames`): the content header and body
+frames the source sent are written to the destination behind a new ``basic.publish``; the
+properties are decoded only for a selector filter or when the shovel changes them.
+
+Acknowledgements (``ack_mode``):
+
+- ``on_confirm``: the destination channel is in confirm mode; a source message is acknowledged
+  only once the destination confirmed it. Acks go out with ``multiple`` once per ioloop turn.
+- ``on_publish``: the source message is acknowledged once handed to the destination socket.
+- ``no_ack``: the source delivers without acknowledgements.
+
+Where the plugin loses or loops messages, this worker does not:
+
+- every publish is ``mandatory``; a returned (unroutable) message is nacked to the source
+  without requeue (its dead-letter exchange takes it) by default, see ``on_unroutable``;
+- a destination nack is retried with exponential back-off ``nack_retries`` times, then the
+  message is nacked to the source without requeue instead of requeued forever;
+- ``durable_queue`` consumes ``src-exchange`` through a durable named queue that keeps what
+  arrives while the shovel is away;
+- a fractional ``reconnect_delay`` is honoured; passwords never reach logs, status or headers.
+
+Flow control: while the destination is blocked the worker publishes nothing; deliveries that
+arrive meanwhile wait in order and go first once it is unblocked. The prefetch window bounds
+them; without one (``no_ack``, ``prefetch_count = 0``) the worker stops reading the source
+socket after :data:`PENDING_LIMIT` waiting messages, so TCP back-pressure holds the rest in the
+source broker.
+"""
+from __future__ import annotations
+
+import collections
+import logging
+import random
+import socket
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlsplit
+
+import pika
+import pika.exceptions
+from pika.adapters.select_connection import IOLoop
+
+from rtroute.amqp import declare_async, parse_uri
+from rtroute.amqp.uri import AmqpUri
+from rtroute.shovel import frames
+from rtroute.shovel.config import ShovelConfig
+from rtroute.shovel.status import ShovelState, ShovelStatus, scrub
+
+__all__ = ["PENDING_LIMIT", "ShovelWorker", "forward_header_table", "uri_without_credentials"]
+
+LOGGER = logging.getLogger("rtroute.shovel")
+
+#: Waiting deliveries after which an unbounded source (no prefetch) is no longer read.
+PENDING_LIMIT = 2000
+#: Seconds a message the shovel gives back (filter ``leave``, ``on_unroutable = "requeue"``)
+#: is held before it is requeued, so that a lone consumer does not spin on it.
+HOLD_DELAY = 1.0
+#: Longest wait between two republishes of a nacked message.
+RETRY_DELAY_MAX = 30.0
+#: Confirm window when ``prefetch_count`` is 0 (unlimited).
+UNLIMITED_WINDOW = 5000
+#: Destination socket buffer (bytes) above which publishing without confirms pauses.
+WRITE_BUFFER_HIGH = 4 << 20
+WRITE_BUFFER_LOW = 1 << 20
+#: How long :meth:`ShovelWorker.stop` waits for confirms before closing anyway.
+STOP_TIMEOUT = 10.0
+#: Publish method frames kept per session, by (exchange, routing key).
+METHOD_CACHE = 1024
+
+ROUTING_HEADER = "x-shovelled"
+TIMESTAMP_HEADER = "x-shovelled-timestamp"
+INVALID_HEADERS = "x-invalid-headers"
+
+
+def uri_without_credentials(uri: str) -> str:
+    """``scheme://host[:port]/path`` as the plugin writes it (``amqp_uri:remove_credentials``):
+    user info and query dropped, the port only if the URI gives one."""
+    parts = urlsplit(uri)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        port = f":{parts.port}" if parts.port is not None else ""
+    except ValueError:
+        port = ""
+    return f"{parts.scheme}://{host}{port}{parts.path}"
+
+
+def forward_header_table(
+    config: ShovelConfig, shovelled_by: str, src_uri: str, dest_uri: str
+) -> dict[str, str]:
+    """The table the plugin prepends to the ``x-shovelled`` header array.
+
+    Static shovels (from ``rtroute.toml`` or ``rabbitmq.config``): ``shovelled-by``,
+    ``shovel-type`` (``static``), ``shovel-name``, ``src-uri``, ``dest-uri``. Dynamic ones (from
+    a definitions export, so ``config.vhost`` is set) add ``shovel-vhost`` after the name, and
+    after the URIs ``src-queue`` (or ``src-exchange`` and ``src-exchange-key``) and whichever
+    of ``dest-exchange``, ``dest-exchange-key``, ``dest-queue`` are set. Every value is a
+    string (AMQP longstr); the URIs carry no credentials.
+    """
+    dynamic = config.vhost is not None
+    table = {
+        "shovelled-by": shovelled_by,
+        "shovel-type": "dynamic" if dynamic else "static",
+        "shovel-name": config.name,
+    }
+    if dynamic:
+        table["shovel-vhost"] = config.vhost or ""
+    table["src-uri"] = uri_without_credentials(src_uri)
+    table["dest-uri"] = uri_without_credentials(dest_uri)
+    if dynamic:
+        if config.src_exchange is not None:
+            table["src-exchange"] = config.src_exchange
+            table["src-exchange-key"] = config.src_exchange_key
+        else:
+            table["src-queue"] = config.queue or ""
+        for key, value in (("dest-exchange", config.dest_exchange),
+                           ("dest-exchange-key", config.dest_exchange_key),
+                           ("dest-queue", config.dest_queue)):
+            if value is not None:
+                table[key] = value
+    return table
+
+
+class _Entry:
+    """One source delivery on its way: where it was published and its content frames as
+    received (see :mod:`rtroute.shovel.frames`)."""
+
+    __slots__ = ("attempts", "done", "exchange", "parts", "returned", "routing_key", "stuck",
+                 "tag")
+
+    def __init__(self, tag: int, exchange: bytes, routing_key: bytes, parts: list) -> None:
+        self.tag = tag
+        self.exchange = exchange        # short strings, length octet included
+        self.routing_key = routing_key
+        self.parts = parts              # header frame, body frames
+        self.done = False   # settled towards the source (or about to be, by a multiple ack)
+        self.stuck = False  # waiting for a retry or a requeue: later acks must not wait for it
+        self.attempts = 0
+        self.returned: tuple[int, str] | None = None
+
+
+class _Filter:
+    """The optional message filter (selector and/or key pattern)."""
+
+    def __init__(self, config: ShovelConfig) -> None:
+        spec = config.filter
+        assert spec is not None
+        self.leave = spec.on_mismatch == "leave"
+        self._selector = None
+        self._facts = None
+        if spec.selector is not None:
+            from rtroute.selector import MessageFacts, compile
+
+            self._selector = compile(spec.selector)
+            self._facts = MessageFacts
+        self._key_matcher = None
+        if spec.key is not None:
+            from rtroute.core import ForwardMatcher, ReverseMatcher
+
+            matcher = ForwardMatcher() if spec.kind == "topic" else ReverseMatcher()
+            matcher.add(spec.key)
+            self._key_matcher = matcher
+
+    def matches(self, entry: _Entry) -> bool:
+        if self._key_matcher is not None:
+            key = entry.routing_key[1:].decode("utf-8", "replace")
+            if not self._key_matcher.match(key):
+                return False
+        if self._selector is not None:
+            header = entry.parts[0]
+            properties = frames.decode_properties(header)
+            facts = self._facts(properties=properties, body_size=frames.body_size(header),
+                                exchange=entry.exchange[1:].decode("utf-8", "replace"))
+            return bool(self._selector.matches(properties.headers or {}, message=facts))
+        return True
+
+
+class ShovelWorker:
+    """Runs one shovel until stopped.
+
+    Args:
+        config: the shovel.
+        status: where state and counters go (default: a fresh :class:`ShovelStatus`).
+        connection_name: prefix of the connection names shown by the brokers (default
+            ``rtroute-shovel NAME``; `` source``/`` destination`` are appended).
+        shovelled_by: ``shovelled-by`` of the ``x-shovelled`` header (default: the source
+            broker's cluster name, as when the plugin runs on the source).
+        rng: picks the broker of each side on every connect.
+
+    Raises:
+        ValueError: a malformed broker URI.
+    """
+
+    def __init__(
+        self,
+        config: ShovelConfig,
+        status: ShovelStatus | None = None,
+        connection_name: str | None = None,
+        shovelled_by: str | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.config = config
+        self.status = status or ShovelStatus(config)
+        self.connection_name = connection_name or f"rtroute-shovel {config.name}"
+        self.shovelled_by = shovelled_by
+        self.source_uris = [parse_uri(u) for u in config.sources.brokers]
+        self.dest_uris = [parse_uri(u) for u in config.destinations.brokers]
+        self._uri_text = dict(zip(map(id, self.source_uris), config.sources.brokers))
+        self._uri_text.update(zip(map(id, self.dest_uris), config.destinations.brokers))
+        self.rng = rng or random.Random()
+        self.filter = _Filter(config) if config.filter is not None else None
+        self.ioloop = IOLoop()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._ran = False
+        self._finished = False
+        self._session: _Session | None = None
+        self._sessions = 0
+        self.connected_once = False
+        self._timer: Any = None
+        self._stopping = False
+        self._done = threading.Event()
+        # messages still to take when src-delete-after is a number / the queue length
+        delete_after = config.src_delete_after
+        self.remaining: int | None = delete_after if isinstance(delete_after, int) else None
+        self.measure_queue = delete_after == "queue-length"
+
+    def uri_text(self, uri: AmqpUri) -> str:
+        """The configured text of a parsed broker URI (with its credentials: never log it)."""
+        return self._uri_text[id(uri)]
+
+    # -- control (any thread) ------------------------------------------------------------------
+
+    def start(self) -> ShovelWorker:
+        """Run the shovel in a daemon thread named after it; returns at once."""
+        self._thread = threading.Thread(target=self.run, name=f"shovel-{self.config.name}",
+                                        daemon=True)
+        self._thread.start()
+        return self
+
+    def run(self) -> None:
+        """Run the shovel in this thread until it stops or terminates for good."""
+        with self._lock:
+            if self._ran:
+                raise RuntimeError("ShovelWorker.run() can be called once")
+            self._ran = True
+        self.ioloop.add_callback_threadsafe(self._begin_session)
+        try:
+            while True:
+                try:
+                    self.ioloop.start()
+                    break
+                except Exception as exc:
+                    LOGGER.exception("shovel %r: error in the ioloop", self.config.name)
+                    session = self._session
+                    if session is not None and session.alive:
+                        session.fail(f"internal error: {_reason(exc)}")
+                    elif self._stopping and (session is None or session.closed):
+                        break
+        finally:
+            with self._lock:
+                self._finished = True
+                self.ioloop.close()
+            self._done.set()
+
+    def stop(self, timeout: float = STOP_TIMEOUT) -> None:
+        """Stop taking messages, wait up to ``timeout`` s for confirms, then close both ends.
+
+        Returns at once; :meth:`join` waits. A no-op once stopped.
+        """
+        with self._lock:
+            if not self._finished:
+                self.ioloop.add_callback_threadsafe(lambda: self._stop(timeout))
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait until the worker's loop has ended; True if it has."""
+        return self._done.wait(timeout)
+
+    @property
+    def finished(self) -> bool:
+        """True once the worker's loop has ended."""
+        return self._done.is_set()
+
+    # -- lifecycle (ioloop thread) -------------------------------------------------------------
+
+    def _begin_session(self) -> None:
+        self._timer = None
+        if self._stopping:
+            return
+        if self.remaining == 0:
+            self._complete()
+            return
+        self._sessions += 1
+        self.status.set_state(ShovelState.STARTING)
+        self._session = _Session(self, self._sessions)
+        self._session.start()
+
+    def session_ended(self, session: _Session, reason: str, *, fatal: bool = False) -> None:
+        """A session failed (or was stopped); decide whether and when to reconnect."""
+        if session is not self._session:
+            return
+        self.status.current_source = None
+        self.status.current_destination = None
+        if self._stopping:
+            self.status.set_state(ShovelState.TERMINATED, reason)
+            self._finish_when_closed(session)
+            return
+        if self.remaining == 0:
+            self._complete(session)
+            return
+        delay = self.config.reconnect_delay
+        if fatal or delay <= 0:
+            LOGGER.error("shovel %r terminated: %s", self.config.name, reason)
+            self.status.set_state(ShovelState.TERMINATED, reason)
+            self._stopping = True
+            self._finish_when_closed(session)
+            return
+        LOGGER.warning("shovel %r terminated: %s; reconnecting in %g s", self.config.name,
+                       reason, delay)
+        self.status.set_state(ShovelState.TERMINATED, reason)
+        self._timer = self.ioloop.call_later(delay, self._begin_session)
+
+    def _complete(self, session: _Session | None = None) -> None:
+        moved = self.status.counters["acked"] + self.status.counters["dead_lettered"]
+        self.status.completed = True
+        self.status.set_state(ShovelState.TERMINATED,
+                              f"src-delete-after reached: {moved} messages taken from the source")
+        LOGGER.info("shovel %r finished (src-delete-after)", self.config.name)
+        self._stopping = True
+        if session is not None and session.alive:
+            session.stop_gracefully(STOP_TIMEOUT, "src-delete-after reached")
+            return
+        self._finish_when_closed(session)
+
+    def _finish_when_closed(self, session: _Session | None) -> None:
+        if session is None or session.closed:
+            self.ioloop.stop()
+            return
+        session.on_closed = self.ioloop.stop
+        # a broker that does not answer close must not keep the thread forever
+        self.ioloop.call_later(STOP_TIMEOUT, self.ioloop.stop)
+
+    def _stop(self, timeout: float) -> None:
+        if self._stopping and self._session is None:
+            return
+        self._stopping = True
+        if self._timer is not None:
+            self.ioloop.remove_timeout(self._timer)
+            self._timer = None
+        session = self._session
+        if session is None or not session.alive:
+            if self.status.state is not ShovelState.TERMINATED:
+                self.status.set_state(ShovelState.TERMINATED, "stopped")
+            self._finish_when_closed(session)
+            return
+        session.stop_gracefully(timeout, "stopped")
+
+
+class _Session:
+    """One connect attempt: both connections, their channels, and the messages in flight."""
+
+    def __init__(self, worker: ShovelWorker, number: int) -> None:
+        self.w = worker
+        self.cfg = cfg = worker.config
+        self.status = worker.status
+        self.counters = worker.status.counters
+        self.ioloop = worker.ioloop
+        self.number = number
+        self.alive = True
+        self.closed = False
+        self.on_closed: Callable[[], Any] | None = None
+        self.connections: dict[str, Any] = {}
+        self.open_connections: set[str] = set()
+        self.readers: dict[str, frames.FrameReader] = {}
+        self.src_ch: Any = None
+        self.dst_ch: Any = None
+        self.dst_conn: Any = None
+        self.src_uri: AmqpUri | None = None
+        self.dst_uri: AmqpUri | None = None
+        self.queue: str | None = None
+        self.consumer_tag: str | None = None
+        self.src_ready = False
+        self.dst_ready = False
+        self.running = False
+        self.draining = False
+        self.drain_reason = "stopped"
+        self.blocked = False
+        self.reading = True
+        self.pause_reasons: set[str] = set()
+        self.pending: collections.deque[_Entry] = collections.deque()
+        self.inflight: collections.deque[_Entry] = collections.deque()
+        self.deferred: list[int] = []
+        self.deferred_max = 0
+        self.flush_scheduled = False
+        self.held: list[_Entry] = []
+        self.hold_timer: Any = None
+        self.buffer_timer: Any = None
+        self.timers: dict[int, Any] = {}
+        # publisher confirms (on_confirm): sequence number -> entry
+        self.unconfirmed: dict[int, _Entry] = {}
+        self.next_seq = 1
+        self.low_seq = 1
+        self.return_seq = 0
+        # the prefetch window bounds the publishes awaiting a confirm; without one, this does
+        self.window = cfg.prefetch_count + 1 if cfg.prefetch_count else UNLIMITED_WINDOW
+        self.ack_mode = cfg.ack_mode
+        self.filter = worker.filter
+        self.confirms = cfg.ack_mode == "on_confirm"
+        # no_ack with a delete-after limit still acks (at once), to take exactly N messages
+        self.auto_ack = cfg.ack_mode == "no_ack" and worker.remaining is None \
+            and not worker.measure_queue
+        self.acked_mode = not self.auto_ack
+        self.ack_on_publish = cfg.ack_mode == "on_publish"
+        self.unbounded = self.auto_ack or cfg.prefetch_count == 0
+        self.take_budget: int | None = None
+        self.forward_table: dict[str, str] | None = None
+        self.transform_needed = bool(cfg.publish_properties or cfg.add_forward_headers
+                                     or cfg.dest_add_timestamp_header)
+        # where to publish: a fixed short string, or None to keep the message's own
+        if cfg.dest_queue is not None:
+            exchange, key = "", cfg.dest_queue
+        else:
+            exchange = cfg.dest_exchange if cfg.dest_exchange is not None \
+                else cfg.publish_fields.get("exchange")
+            key = cfg.dest_exchange_key if cfg.dest_exchange_key is not None \
+                else cfg.publish_fields.get("routing_key")
+        self.fixed_exchange = frames.shortstr(exchange) if exchange is not None else None
+        self.fixed_key = frames.shortstr(key) if key is not None else None
+        self.method_frames: dict[tuple[bytes, bytes], bytes] = {}
+        self.out: list[bytes] = []          # frames to write at the end of this ioloop turn
+        self.dst_channel = 0
+        self.same_framing = True
+        self.frame_max = 0
+
+    # -- connecting ----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._open("source", self.w.source_uris, self._source_open)
+        self._open("destination", self.w.dest_uris, self._dest_open)
+
+    def _open(self, role: str, uris: list[AmqpUri], on_channel: Callable[[Any, Any], Any]
+              ) -> None:
+        order = list(uris)
+        self.w.rng.shuffle(order)
+        errors: list[str] = []
+
+        def attempt() -> None:
+            if not self.alive:
+                return
+            if not order:
+                self.fail(f"{role}: could not connect: {'; '.join(errors)}")
+                return
+            uri = order.pop(0)
+            try:
+                parameters = uri.connection_parameters(f"{self.w.connection_name} {role}")
+            except ValueError as exc:
+                errors.append(f"{uri.masked()}: {exc}")
+                attempt()
+                return
+            connection = pika.SelectConnection(
+                parameters,
+                on_open_callback=lambda conn: opened(conn, uri),
+                on_open_error_callback=lambda conn, error: open_failed(uri, error),
+                on_close_callback=lambda conn, reason: closed(reason),
+                custom_ioloop=self.ioloop,
+            )
+            self.connections[role] = connection
+            self.open_connections.add(role)
+
+        def opened(connection: Any, uri: AmqpUri) -> None:
+            if not self.alive:
+                # the session ended while this connection was opening (closing it then trips
+                # pika's connection workflow): close it now
+                connection.close()
+                return
+            try:
+                self.readers[role] = frames.install(connection)
+            except RuntimeError as exc:
+                self.fail(str(exc), fatal=True)
+                return
+            if role == "source":
+                self.src_uri = uri
+                self.status.current_source = uri.masked()
+            else:
+                self.dst_uri = uri
+                self.dst_conn = connection
+                self.status.current_destination = uri.masked()
+                connection.add_on_connection_blocked_callback(self._on_blocked)
+                connection.add_on_connection_unblocked_callback(self._on_unblocked)
+            LOGGER.info("shovel %r: %s connected to %s", self.cfg.name, role, uri.masked())
+            connection.channel(on_open_callback=lambda ch: channel_open(connection, ch))
+
+        def channel_open(connection: Any, channel: Any) -> None:
+            if not self.alive:
+                return
+            channel.add_on_close_callback(
+                lambda _ch, reason: self.fail(f"{role} channel closed: {_reason(reason)}"))
+            on_channel(connection, channel)
+
+        def open_failed(uri: AmqpUri, error: Any) -> None:
+            self._connection_gone(role)
+            if not self.alive:
+                return
+            errors.append(f"{uri.masked()}: {_reason(error)}")
+            LOGGER.warning("shovel %r: %s %s failed: %s", self.cfg.name, role, uri.masked(),
+                           _reason(error))
+            attempt()
+
+        def closed(reason: Any) -> None:
+            self._connection_gone(role)
+            self.fail(f"{role} connection closed: {_reason(reason)}")
+
+        attempt()
+
+    def _connection_gone(self, role: str) -> None:
+        self.open_connections.discard(role)
+        if not self.alive and not self.open_connections and not self.closed:
+            self.closed = True
+            if self.on_closed is not None:
+                self.on_closed()
+
+    def _source_open(self, connection: Any, channel: Any) -> None:
+        self.src_ch = channel
+        if self.w.shovelled_by is None:
+            props = getattr(connection, "server_properties", None) or {}
+            name = props.get("cluster_name")
+            if isinstance(name, bytes):
+                name = name.decode("utf-8", "replace")
+            self.w.shovelled_by = name or f"rtroute@{socket.gethostname()}"
+        self._declare(connection, channel, self.cfg.sources.declarations, self._source_declared)
+
+    def _source_declared(self, last_queue: str | None) -> None:
+        cfg, channel = self.cfg, self.src_ch
+        if cfg.src_exchange is not None:
+            def bind(frame: Any) -> None:
+                queue = frame.method.queue
+                channel.queue_bind(queue, cfg.src_exchange, routing_key=cfg.src_exchange_key,
+                                   callback=lambda _f: self._source_queue(queue))
+
+            if cfg.durable_queue is not None:
+                channel.queue_declare(cfg.durable_queue, durable=True, callback=bind)
+            else:
+                channel.queue_declare("", exclusive=True, callback=bind)
+        elif cfg.queue == "":
+            if last_queue is None:
+                self.fail('queue is "" (the most recently declared queue) but the source '
+                          "declarations declare no queue", fatal=True)
+                return
+            self._source_queue(last_queue)
+        else:
+            self._source_queue(cfg.queue or "")
+
+    def _source_queue(self, queue: str) -> None:
+        self.queue = queue
+        if self.auto_ack:
+            self._source_qos_done()
+        else:
+            self.src_ch.basic_qos(prefetch_count=self.cfg.prefetch_count,
+                                  callback=lambda _f: self._source_qos_done())
+
+    def _source_qos_done(self) -> None:
+        if self.w.measure_queue and self.w.remaining is None:
+            def measured(frame: Any) -> None:
+                self.w.remaining = frame.method.message_count
+                self.w.measure_queue = False
+                self._source_ready()
+
+            self.src_ch.queue_declare(self.queue, passive=True, callback=measured)
+        else:
+            self._source_ready()
+
+    def _source_ready(self) -> None:
+        self.take_budget = self.w.remaining
+        self.src_ready = True
+        self._maybe_run()
+
+    def _dest_open(self, connection: Any, channel: Any) -> None:
+        self.dst_ch = channel
+        self._declare(connection, channel, self.cfg.destinations.declarations,
+                      self._dest_declared)
+
+    def _dest_declared(self, _last_queue: str | None) -> None:
+        self.dst_ch.add_on_return_callback(self._on_return)
+        if self.confirms:
+            def confirming(_frame: Any) -> None:
+                self.readers["destination"].intercept_confirms(self.dst_ch.channel_number,
+                                                               self._on_confirm)
+                self._dest_ready()
+
+            # pika's own confirm callback never runs: the frame reader takes acks and nacks
+            self.dst_ch.confirm_delivery(self._on_unexpected_confirm, callback=confirming)
+        else:
+            self._dest_ready()
+
+    def _dest_ready(self) -> None:
+        self.dst_ready = True
+        self._maybe_run()
+
+    def _declare(self, connection: Any, channel: Any, declarations: list[dict[str, Any]],
+                 on_done: Callable[[str | None], Any]) -> None:
+        """Run declarations in order; ``queue.declare`` with ``if_missing`` declares only when
+        a passive declare (on a channel of its own, since a 404 closes it) finds nothing."""
+        steps = list(declarations)
+
+        def on_error(exc: Any) -> None:
+            self.fail(f"declarations failed: {_reason(exc)}")
+
+        def run_from(index: int, last_queue: str | None) -> None:
+            if not self.alive:
+                return
+            end = index
+            while end < len(steps) and not steps[end].get("if_missing"):
+                end += 1
+            batch = [{k: v for k, v in d.items() if k != "if_missing"} for d in steps[index:end]]
+
+            def after_batch(queue: str | None) -> None:
+                if not self.alive:
+                    return
+                if end == len(steps):
+                    on_done(queue)
+                else:
+                    self._ensure_queue(connection, steps[end],
+                                       lambda name: run_from(end + 1, name), on_error)
+
+            if batch:
+                declare_async(channel, batch, after_batch, on_error, last_queue=last_queue)
+            else:
+                after_batch(last_queue)
+
+        run_from(0, None)
+
+    def _ensure_queue(self, connection: Any, step: dict[str, Any],
+                      on_ok: Callable[[str], Any], on_error: Callable[[Any], Any]) -> None:
+        name = step["queue"]
+
+        def passive(channel: Any) -> None:
+            answered = []
+
+            def on_close(_ch: Any, reason: Any) -> None:
+                if answered or not self.alive:
+                    return
+                if getattr(reason, "reply_code", None) == 404:
+                    connection.channel(on_open_callback=create)
+                else:
+                    on_error(reason)
+
+            def ok(frame: Any) -> None:
+                answered.append(True)
+                channel.close()
+                on_ok(frame.method.queue)
+
+            channel.add_on_close_callback(on_close)
+            channel.queue_declare(name, passive=True, callback=ok)
+
+        def create(channel: Any) -> None:
+            answered = []
+
+            def on_close(_ch: Any, reason: Any) -> None:
+                if not answered and self.alive:
+                    on_error(reason)
+
+            def ok(frame: Any) -> None:
+                answered.append(True)
+                channel.close()
+                on_ok(frame.method.queue)
+
+            channel.add_on_close_callback(on_close)
+            channel.queue_declare(name, durable=step.get("durable", True),
+                                  exclusive=step.get("exclusive", False),
+                                  auto_delete=step.get("auto_delete", False),
+                                  arguments=step.get("arguments") or None, callback=ok)
+
+        connection.channel(on_open_callback=passive)
+
+    def _maybe_run(self) -> None:
+        if not (self.alive and self.src_ready and self.dst_ready):
+            return
+        self.running = True
+        if self.w.connected_once:
+            self.counters["reconnects"] += 1
+        self.w.connected_once = True
+        src_conn, dst_conn = self.connections["source"], self.dst_conn
+        self.dst_channel = self.dst_ch.channel_number
+        self.frame_max = dst_conn.params.frame_max
+        # content frames pass through as received when channel and frame size allow
+        self.same_framing = self.dst_channel == self.src_ch.channel_number \
+            and src_conn.params.frame_max <= self.frame_max
+        if self.cfg.add_forward_headers:
+            assert self.src_uri is not None and self.dst_uri is not None
+            self.forward_table = forward_header_table(
+                self.cfg, self.w.shovelled_by or "", self.w.uri_text(self.src_uri),
+                self.w.uri_text(self.dst_uri))
+        self.status.set_state(ShovelState.BLOCKED if self.blocked else ShovelState.RUNNING)
+        if self.take_budget == 0:
+            self.w.remaining = 0
+            self.stop_gracefully(STOP_TIMEOUT, "src-delete-after reached")
+            return
+        self.src_ch.add_on_cancel_callback(
+            lambda _frame: self.fail("the source broker cancelled the consumer (queue deleted?)"))
+        self.readers["source"].intercept(self.src_ch.channel_number, self._on_delivery)
+        self.consumer_tag = self.src_ch.basic_consume(
+            self.queue, self._on_unexpected_message, auto_ack=self.auto_ack)
+
+    def _on_unexpected_message(self, _channel: Any, method: Any, _props: Any, _body: Any) -> None:
+        # deliveries go to _on_delivery through the frame reader; pika never sees them
+        self.fail(f"delivery {method.delivery_tag} bypassed the frame reader")
+
+    # -- the hot path --------------------------------------------------------------------------
+
+    def _on_delivery(self, tag: int, exchange: bytes, routing_key: bytes, parts: list) -> None:
+        if not self.alive:
+            return
+        entry = _Entry(tag, exchange, routing_key, parts)
+        if self.acked_mode:
+            if self.take_budget is not None:
+                if self.take_budget <= 0 or self.draining:
+                    # beyond src-delete-after: give it back untouched
+                    self.src_ch.basic_nack(tag, multiple=False, requeue=True)
+                    return
+                self.take_budget -= 1
+            self.inflight.append(entry)
+            if self.filter is not None and not self.filter.matches(entry):
+                self.counters["filtered"] += 1
+                if self.filter.leave:
+                    self._hold(entry)
+                else:
+                    self._complete(entry)
+                return
+            if self.ack_mode == "no_ack":
+                self._complete(entry)  # acknowledged on receipt: no_ack with a limit
+        elif self.filter is not None and not self.filter.matches(entry):
+            self.counters["filtered"] += 1
+            return
+        if self.transform_needed:
+            self._transform(entry)
+        if self.pause_reasons or self.pending:
+            self.pending.append(entry)
+            if self.unbounded and self.reading and len(self.pending) >= PENDING_LIMIT:
+                self._set_reading(False)
+            return
+        self._publish(entry)
+
+    def _transform(self, entry: _Entry) -> None:
+        """Apply publish_properties, then the forward and timestamp headers (the plugin's
+        order), and re-encode the content header."""
+        cfg = self.cfg
+        header = entry.parts[0]
+        props = frames.decode_properties(header)
+        for key, value in cfg.publish_properties.items():
+            setattr(props, key, dict(value) if key == "headers" else value)
+        if self.forward_table is not None:
+            headers = props.headers if props.headers is not None else {}
+            previous = headers.get(ROUTING_HEADER)
+            if isinstance(previous, list):
+                headers[ROUTING_HEADER] = [self.forward_table, *previous]
+            else:
+                if previous is not None:
+                    invalid = headers.get(INVALID_HEADERS)
+                    invalid = dict(invalid) if isinstance(invalid, dict) else {}
+                    invalid[ROUTING_HEADER] = [previous]
+                    headers[INVALID_HEADERS] = invalid
+                headers[ROUTING_HEADER] = [self.forward_table]
+            props.headers = headers
+        if cfg.dest_add_timestamp_header:
+            headers = props.headers if props.headers is not None else {}
+            headers[TIMESTAMP_HEADER] = int(time.time())
+            props.headers = headers
+        channel = header[1] << 8 | header[2]
+        entry.parts = [frames.header_frame(channel, header, props), *entry.parts[1:]]
+
+    def _publish(self, entry: _Entry) -> None:
+        exchange = self.fixed_exchange if self.fixed_exchange is not None else entry.exchange
+        key = self.fixed_key if self.fixed_key is not None else entry.routing_key
+        method = self.method_frames.get((exchange, key))
+        if method is None:
+            method = frames.publish_frame(self.dst_channel, exchange, key, mandatory=True)
+            if len(self.method_frames) >= METHOD_CACHE:
+                self.method_frames.clear()
+            self.method_frames[(exchange, key)] = method
+        parts = entry.parts if self.same_framing \
+            else frames.rechannel(entry.parts, self.dst_channel, self.frame_max)
+        connection = self.dst_conn
+        if connection.is_closing or connection.is_closed:
+            return  # the session is ending; the source requeues the message
+        out = self.out
+        if not out:
+            self.ioloop.call_later(0, self._send_out)
+        out.append(method)
+        out.extend(parts)
+        if self.confirms:
+            seq = self.next_seq
+            self.next_seq = seq + 1
+            self.unconfirmed[seq] = entry
+            if len(self.unconfirmed) >= self.window:
+                self.pause("window")
+            return
+        self.counters["moved"] += 1
+        if self.ack_on_publish:
+            self._complete(entry)
+
+    def _send_out(self) -> None:
+        """Write the publishes of this ioloop turn to the destination in one piece."""
+        out, self.out = self.out, []
+        connection = self.dst_conn
+        if not out or not self.alive or connection.is_closing or connection.is_closed:
+            return
+        frames.emit(connection, b"".join(out), len(out))
+        if not self.confirms and _write_buffer_size(connection) > WRITE_BUFFER_HIGH:
+            self.pause("buffer")
+            self._watch_buffer()
+
+    def _on_unexpected_confirm(self, frame: Any) -> None:
+        self.fail(f"confirm {frame.method.delivery_tag} bypassed the frame reader")
+
+    def _on_confirm(self, tag: int, multiple: bool, acked: bool) -> None:
+        """basic.ack / basic.nack from the destination: settle the publishes it covers."""
+        if not self.alive:
+            return
+        unconfirmed = self.unconfirmed
+        if multiple:
+            if tag == 0:
+                tag = self.next_seq - 1
+            for seq in range(self.low_seq, tag + 1):
+                entry = unconfirmed.pop(seq, None)
+                if entry is not None:
+                    self._settled(entry, acked)
+            if tag >= self.low_seq:
+                self.low_seq = tag + 1
+        else:
+            entry = unconfirmed.pop(tag, None)
+            if entry is None:
+                return
+            self._settled(entry, acked)
+            low = self.low_seq
+            while low < self.next_seq and low not in unconfirmed:
+                low += 1
+            self.low_seq = low
+        if "window" in self.pause_reasons and len(unconfirmed) <= self.window // 2:
+            self.resume("window")
+
+    def _settled(self, entry: _Entry, acked: bool) -> None:
+        if acked and entry.returned is None:
+            self.counters["moved"] += 1
+            self._complete(entry)
+        elif acked:
+            code, text = entry.returned
+            entry.returned = None
+            self.counters["returned"] += 1
+            LOGGER.warning("shovel %r: the destination returned a message (%s %s)",
+                           self.cfg.name, code, text)
+            mode = self.cfg.on_unroutable
+            if mode == "drop":
+                self._complete(entry)
+            elif mode == "requeue":
+                self._hold(entry)
+            else:
+                self._dead_letter(entry)
+        else:
+            self.counters["nacked"] += 1
+            if entry.attempts >= self.cfg.nack_retries:
+                LOGGER.warning("shovel %r: the destination nacked a message %d times; "
+                               "dead-lettering it at the source", self.cfg.name,
+                               entry.attempts + 1)
+                self._dead_letter(entry)
+                return
+            delay = min(RETRY_DELAY_MAX, self.cfg.nack_retry_delay * 2 ** entry.attempts)
+            entry.attempts += 1
+            entry.stuck = True
+            self._schedule_flush()
+            self._later(delay, lambda: self._retry(entry))
+
+    def _on_return(self, _channel: Any, method: Any, _props: Any, body: bytes) -> None:
+        """Match a basic.return to its publish: returns come before the confirm of their own
+        publish and in publish order, so it is the first unconfirmed publish after the last
+        returned one with the same exchange, routing key and body."""
+        if not self.alive:
+            return
+        if not self.confirms:
+            self.counters["returned"] += 1
+            LOGGER.warning("shovel %r: the destination returned a message (%s %s); without "
+                           "confirms it is already acknowledged at the source", self.cfg.name,
+                           method.reply_code, method.reply_text)
+            return
+        exchange = frames.shortstr(method.exchange)
+        key = frames.shortstr(method.routing_key)
+        for seq in range(max(self.low_seq, self.return_seq + 1), self.next_seq):
+            entry = self.unconfirmed.get(seq)
+            if entry is None or entry.returned is not None:
+                continue
+            published_exchange = self.fixed_exchange if self.fixed_exchange is not None \
+                else entry.exchange
+            published_key = self.fixed_key if self.fixed_key is not None else entry.routing_key
+            if published_exchange == exchange and published_key == key \
+                    and frames.body_of(entry.parts) == body:
+                entry.returned = (method.reply_code, method.reply_text)
+                self.return_seq = seq
+                return
+        LOGGER.warning("shovel %r: a basic.return matches no publish in flight", self.cfg.name)
+
+    def _retry(self, entry: _Entry) -> None:
+        if not self.alive or self.draining:
+            return
+        self.counters["retried"] += 1
+        entry.stuck = False
+        if self.pause_reasons or self.pending:
+            self.pending.appendleft(entry)
+            return
+        self._publish(entry)
+
+    # -- settling towards the source -----------------------------------------------------------
+
+    def _complete(self, entry: _Entry) -> None:
+        """The message is done: acknowledge it (batched, see :meth:`_flush`)."""
+        entry.done = True
+        entry.stuck = False
+        tag = entry.tag
+        self.deferred.append(tag)
+        self.deferred_max = max(self.deferred_max, tag)
+        if not self.flush_scheduled:
+            self.flush_scheduled = True
+            self.ioloop.call_later(0, self._flush)
+
+    def _schedule_flush(self) -> None:
+        if not self.flush_scheduled:
+            self.flush_scheduled = True
+            self.ioloop.call_later(0, self._flush)
+
+    def _flush(self) -> None:
+        """Send the acknowledgements collected during this ioloop turn.
+
+        A multiple ack must name a tag still outstanding (the broker rejects it otherwise, and
+        would ack everything outstanding on the way), so it names the highest collected tag
+        below the lowest unsettled one. Collected tags above an entry waiting for a retry or a
+        requeue are acked one by one, so that the wait does not hold the prefetch window.
+        """
+        self.flush_scheduled = False
+        if not self.alive:
+            return
+        inflight = self.inflight
+        while inflight and inflight[0].done:
+            inflight.popleft()
+        deferred = self.deferred
+        if not deferred:
+            self._maybe_finished()
+            return
+        channel = self.src_ch
+        try:
+            if not inflight or self.deferred_max < inflight[0].tag:
+                channel.basic_ack(self.deferred_max, multiple=True)
+                self.counters["acked"] += len(deferred)
+                self.deferred = []
+                self.deferred_max = 0
+            else:
+                low = inflight[0].tag
+                below = [t for t in deferred if t < low]
+                above = [t for t in deferred if t > low]
+                if below:
+                    channel.basic_ack(max(below), multiple=True)
+                    self.counters["acked"] += len(below)
+                if inflight[0].stuck:
+                    for tag in above:
+                        channel.basic_ack(tag, multiple=False)
+                    self.counters["acked"] += len(above)
+                    above = []
+                self.deferred = above
+                self.deferred_max = max(above, default=0)
+        except pika.exceptions.AMQPError as exc:
+            self.fail(f"acknowledging failed: {_reason(exc)}")
+            return
+        if self.take_budget is not None:
+            # what a new session would still have to take if this one died now
+            self.w.remaining = self.take_budget + len(self.deferred) + sum(
+                1 for e in self.inflight if not e.done)
+        self._maybe_finished()
+
+    def _settle_now(self, entry: _Entry, requeue: bool) -> None:
+        """Nack one message to the source (requeue or dead-letter) right away."""
+        entry.done = True
+        entry.stuck = False
+        try:
+            self.src_ch.basic_nack(entry.tag, multiple=False, requeue=requeue)
+        except pika.exceptions.AMQPError as exc:
+            self.fail(f"nacking failed: {_reason(exc)}")
+            return
+        if requeue:
+            self.counters["requeued"] += 1
+            if self.take_budget is not None:
+                self.take_budget += 1
+        else:
+            self.counters["dead_lettered"] += 1
+        self._schedule_flush()
+
+    def _dead_letter(self, entry: _Entry) -> None:
+        self._settle_now(entry, requeue=False)
+
+    def _hold(self, entry: _Entry) -> None:
+        """Give the message back to the source queue after :data:`HOLD_DELAY`."""
+        entry.stuck = True
+        self.held.append(entry)
+        self._schedule_flush()
+        if self.hold_timer is None:
+            self.hold_timer = self._later(HOLD_DELAY, self._release_held)
+
+    def _release_held(self) -> None:
+        self.hold_timer = None
+        if not self.alive:
+            return
+        held, self.held = self.held, []
+        for entry in held:
+            self._settle_now(entry, requeue=True)
+            if not self.alive:
+                return
+
+    def _maybe_finished(self) -> None:
+        if self.draining:
+            # done once nothing published awaits a confirm and every ack went out; what is
+            # left (stuck or never published) is requeued when the source channel closes
+            if not self.unconfirmed and not self.deferred \
+                    and all(e.done or e.stuck for e in self.inflight):
+                self._close(self.drain_reason)
+            return
+        if self.take_budget is not None and self.take_budget <= 0 and not self.inflight \
+                and not self.pending:
+            self.w.remaining = 0
+            self.stop_gracefully(STOP_TIMEOUT, "src-delete-after reached")
+
+    # -- flow control --------------------------------------------------------------------------
+
+    def pause(self, reason: str) -> None:
+        self.pause_reasons.add(reason)
+
+    def resume(self, reason: str) -> None:
+        self.pause_reasons.discard(reason)
+        if not self.alive:
+            return
+        pending = self.pending
+        while pending and not self.pause_reasons:
+            self._publish(pending.popleft())
+            if not self.alive:
+                return
+        if not self.reading and len(pending) < PENDING_LIMIT // 2:
+            self._set_reading(True)
+        if self.draining:
+            self._maybe_finished()
+
+    def _on_blocked(self, _connection: Any, frame: Any) -> None:
+        if not self.alive:
+            return
+        reason = getattr(frame.method, "reason", "") or "resources low"
+        LOGGER.warning("shovel %r: destination blocked (%s)", self.cfg.name, reason)
+        self.blocked = True
+        self.pause("blocked")
+        if self.running:
+            self.status.set_state(ShovelState.BLOCKED)
+
+    def _on_unblocked(self, _connection: Any, _frame: Any) -> None:
+        if not self.alive:
+            return
+        LOGGER.info("shovel %r: destination unblocked", self.cfg.name)
+        self.blocked = False
+        if self.running:
+            self.status.set_state(ShovelState.RUNNING)
+        self.resume("blocked")
+
+    def _watch_buffer(self) -> None:
+        if self.buffer_timer is not None:
+            return
+
+        def check() -> None:
+            self.buffer_timer = None
+            if not self.alive:
+                return
+            if _write_buffer_size(self.dst_conn) <= WRITE_BUFFER_LOW:
+                self.resume("buffer")
+            else:
+                self.buffer_timer = self._later(0.005, check)
+
+        self.buffer_timer = self._later(0.005, check)
+
+    def _set_reading(self, on: bool) -> None:
+        """Stop or restart reading the source socket (plain TCP only)."""
+        transport = getattr(self.connections.get("source"), "_transport", None)
+        if type(transport).__name__ != "_AsyncPlaintextTransport":
+            return
+        try:
+            fd = transport._sock.fileno()
+            if on:
+                transport._nbio.set_reader(fd, transport._on_socket_readable)
+            else:
+                transport._nbio.remove_reader(fd)
+        except (AttributeError, OSError, ValueError):
+            return
+        self.reading = on
+
+    # -- ending --------------------------------------------------------------------------------
+
+    def _later(self, delay: float, callback: Callable[[], Any]) -> Any:
+        key = id(callback)
+
+        def run() -> None:
+            self.timers.pop(key, None)
+            callback()
+
+        timer = self.ioloop.call_later(delay, run)
+        self.timers[key] = timer
+        return timer
+
+    def stop_gracefully(self, timeout: float, reason: str) -> None:
+        """Stop taking messages, let confirms and acks finish, then close both ends."""
+        if not self.alive or self.draining:
+            return
+        self.draining = True
+        self.drain_reason = reason
+        if self.src_ready and self.consumer_tag is not None and self.src_ch.is_open:
+            try:
+                self.src_ch.basic_cancel(self.consumer_tag)
+            except pika.exceptions.AMQPError:
+                pass
+            self.consumer_tag = None
+        # held and waiting messages go back to the source when its channel closes: they stay
+        # unacknowledged (stuck), so no multiple ack covers them
+        for entry in self.pending:
+            entry.stuck = True
+        self.pending.clear()
+        for timer in list(self.timers.values()):
+            self.ioloop.remove_timeout(timer)
+        self.timers.clear()
+        self.hold_timer = None
+        self.buffer_timer = None
+        self._later(timeout, lambda: self._close(reason))
+        self._schedule_flush()
+        if not self.running:
+            self._close(reason)
+
+    def _close(self, reason: str) -> None:
+        if not self.alive:
+            return
+        self.alive = False
+        self._shutdown()
+        self.w.session_ended(self, reason)
+
+    def fail(self, reason: str, fatal: bool = False) -> None:
+        """Drop both ends (the source requeues what it has not been acked) and end the session."""
+        if not self.alive:
+            return
+        self.alive = False
+        LOGGER.warning("shovel %r: %s", self.cfg.name, reason)
+        self._shutdown()
+        self.w.session_ended(self, reason, fatal=fatal)
+
+    def _shutdown(self) -> None:
+        for timer in list(self.timers.values()):
+            self.ioloop.remove_timeout(timer)
+        self.timers.clear()
+        self.pending.clear()
+        for role, connection in list(self.connections.items()):
+            if connection.is_closed:
+                self.open_connections.discard(role)
+            elif connection.is_open:
+                try:
+                    connection.close()
+                except pika.exceptions.AMQPError:
+                    self.open_connections.discard(role)
+            # closing: its close callback follows; opening: closed in opened() or fails
+        if not self.open_connections and not self.closed:
+            self.closed = True
+
+
+def _write_buffer_size(connection: Any) -> int:
+    transport = getattr(connection, "_transport", None)
+    if transport is None:
+        return 0
+    try:
+        return transport.get_write_buffer_size()
+    except (AttributeError, OSError):
+        return 0
+
+
+def _reason(error: Any) -> str:
+    """A short, password-free text for an exception or close reason."""
+    for _ in range(5):  # pika wraps the cause of a failed connect in workflow exceptions
+        inner = getattr(error, "exceptions", None)
+        if inner:
+            error = inner[-1]
+            continue
+        inner = getattr(error, "exception", None)
+        if isinstance(inner, BaseException):
+            error = inner
+            continue
+        break
+    if isinstance(error, pika.exceptions.ChannelClosedByBroker):
+        return f"{error.reply_code} {error.reply_text}"
+    if isinstance(error, pika.exceptions.ConnectionClosedByBroker):
+        return f"{error.reply_code} {error.reply_text}"
+    if isinstance(error, pika.exceptions.ProbableAuthenticationError):
+        return "authentication failed (ACCESS_REFUSED)"
+    if isinstance(error, pika.exceptions.ProbableAccessDeniedError):
+        return "access to the virtual host refused"
+    if isinstance(error, pika.exceptions.AMQPConnectionError) and error.args:
+        inner = error.args[0]
+        if isinstance(inner, BaseException):
+            return scrub(f"{type(inner).__name__}: {inner}")
+    text = str(error) or type(error).__name__
+    return scrub(text if isinstance(error, str) else f"{type(error).__name__}: {text}")
