@@ -210,6 +210,15 @@ def bench_selector(evaluations: int) -> None:
     run(evaluations=evaluations, echo=click.echo)
 
 
+@bench.command("shovel")
+@click.option("-n", "--count", default=100_000, show_default=True, type=click.IntRange(1))
+def bench_shovel(count: int) -> None:
+    """rtroute's shovel vs RabbitMQ's shovel plugin, each ack mode, same queues, one run."""
+    from rtroute.bench.shovel import run
+
+    run(count, echo=click.echo)
+
+
 @bench.command("sidecar")
 @click.option("--uri", default="amqp://guest:guest@127.0.0.1:5672/%2F", show_default=True)
 def bench_sidecar(uri: str) -> None:
@@ -228,6 +237,15 @@ def bench_confirms(uri: str, persistent: bool) -> None:
 
     run(uri, persistent=persistent, echo=click.echo)
 
+
+def _register_groups() -> None:
+    """Command groups that live beside the code they drive."""
+    from rtroute.shovel.commands import shovel
+
+    main.add_command(shovel)
+
+
+_register_groups()
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
