@@ -219,6 +219,17 @@ def bench_shovel(count: int) -> None:
     run(count, echo=click.echo)
 
 
+@bench.command("spark")
+@click.option("--messages", default=2_000_000, show_default=True, type=click.IntRange(1))
+@click.option("--bindings", default=10_000, show_default=True, type=click.IntRange(1))
+@click.option("--master", default="local[2]", show_default=True)
+def bench_spark(messages: int, bindings: int, master: str) -> None:
+    """Arrow batches + native core vs a row-at-a-time UDF vs a no-op matcher, on Spark."""
+    from rtroute.bench.spark import run
+
+    run(messages=messages, bindings=bindings, master=master, echo=click.echo)
+
+
 @bench.command("sidecar")
 @click.option("--uri", default="amqp://guest:guest@127.0.0.1:5672/%2F", show_default=True)
 def bench_sidecar(uri: str) -> None:
@@ -241,8 +252,10 @@ def bench_confirms(uri: str, persistent: bool) -> None:
 def _register_groups() -> None:
     """Command groups that live beside the code they drive."""
     from rtroute.shovel.commands import shovel
+    from rtroute.spark.commands import spark
 
     main.add_command(shovel)
+    main.add_command(spark)
 
 
 _register_groups()

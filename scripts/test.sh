@@ -6,4 +6,4 @@ cd "$(dirname "$0")/.."
 bash scripts/ensure-rabbitmq.sh
 bash scripts/setup.sh
 make -C src_c test valgrind
-RTROUTE_EXPECT_NATIVE=1 RTROUTE_REQUIRE_BROKER=1 exec .venv/bin/python -m pytest "$@"
+RTROUTE_EXPECT_NATIVE=1 RTROUTE_REQUIRE_BROKER=1 RTROUTE_REQUIRE_SPARK=1 exec .venv/bin/python -m pytest "$@"

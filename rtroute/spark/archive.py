@@ -1,0 +1,219 @@
+"""Drain a RabbitMQ queue into Parquet files: the archive that the Spark job routes.
+
+Messages are consumed with manual acks and a prefetch of one file's worth. Each file is written
+under a hidden temporary name, flushed and fsynced, renamed into place and the directory fsynced;
+only then are its messages acked (one ``multiple`` ack). A crash before the ack leaves them
+unacked, so the broker redelivers them: at-least-once, a message may appear in two files (the
+``redelivered`` column says when the broker knew it had delivered it before).
+
+Columns: ``routing_key``, ``headers`` (JSON text, see :func:`headers_json`), ``body`` (binary),
+``exchange``, ``redelivered``, the basic properties (``content_type``, ``content_encoding``,
+``delivery_mode``, ``priority``, ``correlation_id``, ``reply_to``, ``expiration``,
+``message_id``, ``timestamp``, ``type``, ``user_id``, ``app_id``) and ``drained_at``.
+"""
+from __future__ import annotations
+
+import base64
+import datetime
+import decimal
+import json
+import os
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from rtroute.amqp import connect_blocking, mask_uri
+
+MAX_PREFETCH = 65535  # basic.qos prefetch_count is a short
+
+_PROPERTIES = ("content_type", "content_encoding", "correlation_id", "reply_to", "expiration",
+               "message_id", "type", "user_id", "app_id")
+
+SCHEMA = pa.schema(
+    [("routing_key", pa.string()), ("headers", pa.string()), ("body", pa.binary()),
+     ("exchange", pa.string()), ("redelivered", pa.bool_())]
+    + [(name, pa.string()) for name in _PROPERTIES[:5]]
+    + [("delivery_mode", pa.int32()), ("priority", pa.int32())]
+    + [(name, pa.string()) for name in _PROPERTIES[5:]]
+    + [("timestamp", pa.timestamp("s", tz="UTC")), ("drained_at", pa.timestamp("ms", tz="UTC"))]
+)
+
+
+class DrainError(RuntimeError):
+    """The queue cannot be drained (missing queue, refused access, lost connection)."""
+
+
+@dataclass
+class DrainStats:
+    """What a drain wrote.
+
+    Attributes:
+        messages: messages written and acked.
+        files: the Parquet files, in the order written.
+        bytes: their total size.
+        seconds: wall time.
+    """
+
+    messages: int = 0
+    files: list[str] = field(default_factory=list)
+    bytes: int = 0
+    seconds: float = 0.0
+
+
+def _tagged(value: Any) -> Any:
+    """JSON for the AMQP field values JSON lacks, as one-key objects (``{"$binary": ...}``).
+
+    A tagged value is never a string, so an entry of ``CC`` that was bytes stays one RabbitMQ
+    ignores for routing.
+    """
+    if isinstance(value, (bytes, bytearray)):
+        return {"$binary": base64.b64encode(bytes(value)).decode("ascii")}
+    if isinstance(value, decimal.Decimal):
+        return {"$decimal": str(value)}
+    if isinstance(value, datetime.datetime):
+        return {"$timestamp": value.isoformat()}
+    raise TypeError(f"cannot archive a header value of type {type(value).__name__}")
+
+
+def headers_json(headers: dict | None) -> str | None:
+    """The headers table as JSON text (None when absent); bytes, decimals and timestamps become
+    ``{"$binary": base64}``, ``{"$decimal": text}`` and ``{"$timestamp": iso}``."""
+    if headers is None:
+        return None
+    return json.dumps(headers, default=_tagged, ensure_ascii=False, separators=(",", ":"))
+
+
+def _row(method: Any, properties: Any, body: bytes, now: datetime.datetime) -> dict[str, Any]:
+    row = {
+        "routing_key": method.routing_key,
+        "headers": headers_json(properties.headers),
+        "body": body,
+        "exchange": method.exchange,
+        "redelivered": bool(method.redelivered),
+        "delivery_mode": properties.delivery_mode,
+        "priority": properties.priority,
+        "timestamp": (None if properties.timestamp is None else
+                      datetime.datetime.fromtimestamp(properties.timestamp, datetime.timezone.utc)),
+        "drained_at": now,
+    }
+    for name in _PROPERTIES:
+        row[name] = getattr(properties, name)
+    return row
+
+
+def write_part(rows: list[dict[str, Any]], directory: Path, name: str) -> Path:
+    """Writes ``rows`` to ``directory/name`` durably: temp file, fsync, rename, fsync the dir.
+
+    Raises:
+        OSError: the write failed; nothing is left under ``name``.
+    """
+    final = directory / name
+    temporary = directory / f".{name}.tmp"  # hidden: Spark and pyarrow skip it
+    table = pa.Table.from_pylist(rows, schema=SCHEMA)
+    try:
+        with open(temporary, "wb") as f:
+            pq.write_table(table, f, compression="zstd")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temporary, final)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return final
+
+
+def drain(uri: str, queue: str, out: str | os.PathLike, *, batch_size: int = 10_000,
+          idle_timeout: float = 2.0, flush_interval: float = 30.0,
+          max_messages: int | None = None, connection_name: str = "rtroute-drain",
+          echo: Callable[[str], None] | None = None) -> DrainStats:
+    """Consumes ``queue`` into Parquet files under ``out`` until it stays empty.
+
+    Args:
+        uri: the broker's AMQP URI.
+        queue: the queue to drain (it must exist).
+        out: a directory (created if needed); files are named ``part-<time>-<n>-<id>.parquet``,
+            so several drains can write into the same directory.
+        batch_size: messages per file (also the prefetch window), at most 65535.
+        idle_timeout: stop after this many seconds without a message.
+        flush_interval: write a partial file when its oldest message waited this long.
+        max_messages: stop after this many messages (None: until idle).
+        echo: progress lines (one per file).
+
+    Raises:
+        ValueError: a malformed URI or an out-of-range ``batch_size``.
+        DrainError: the queue does not exist, or the broker refused or dropped the connection;
+            what was written so far is acked, the rest stays in the queue.
+        OSError: a file could not be written; its messages stay in the queue.
+    """
+    import pika
+
+    if not 1 <= batch_size <= MAX_PREFETCH:
+        raise ValueError(f"batch_size must be between 1 and {MAX_PREFETCH}, not {batch_size}")
+    directory = Path(out)
+    directory.mkdir(parents=True, exist_ok=True)
+    echo = echo or (lambda _line: None)
+    stats = DrainStats()
+    run_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
+    start = time.monotonic()
+    try:
+        connection = connect_blocking(uri, connection_name=connection_name)
+    except pika.exceptions.AMQPError as exc:
+        raise DrainError(str(exc)) from None
+    try:
+        channel = connection.channel()
+        channel.basic_qos(prefetch_count=batch_size)
+        rows: list[dict[str, Any]] = []
+        last_tag = 0
+        oldest = 0.0
+
+        def flush() -> None:
+            nonlocal rows
+            name = f"part-{run_id}-{len(stats.files):05d}.parquet"
+            path = write_part(rows, directory, name)
+            channel.basic_ack(last_tag, multiple=True)
+            stats.messages += len(rows)
+            stats.files.append(str(path))
+            stats.bytes += path.stat().st_size
+            elapsed = time.monotonic() - start
+            echo(f"wrote {path.name}: {len(rows):,} messages; {stats.messages:,} drained "
+                 f"({stats.messages / elapsed:,.0f} msg/s)")
+            rows = []
+
+        want = max_messages if max_messages is not None else float("inf")
+        for method, properties, body in channel.consume(queue, auto_ack=False,
+                                                        inactivity_timeout=idle_timeout):
+            if method is None:  # idle for idle_timeout: the queue is drained
+                break
+            now = time.monotonic()
+            if not rows:
+                oldest = now
+            rows.append(_row(method, properties, body,
+                             datetime.datetime.now(datetime.timezone.utc)))
+            last_tag = method.delivery_tag
+            if (len(rows) >= batch_size or stats.messages + len(rows) >= want
+                    or now - oldest >= flush_interval):
+                flush()
+                if stats.messages >= want:
+                    break
+        if rows:
+            flush()
+        channel.cancel()  # rejects (requeues) what was prefetched but not written
+    except pika.exceptions.ChannelClosedByBroker as exc:
+        raise DrainError(f"{queue}: {exc.reply_code} {exc.reply_text}") from None
+    except pika.exceptions.AMQPConnectionError as exc:
+        raise DrainError(f"connection to {mask_uri(uri)} lost: {exc!r}") from None
+    finally:
+        if connection.is_open:
+            connection.close()
+        stats.seconds = time.monotonic() - start
+    return stats

@@ -1,0 +1,81 @@
+"""One local SparkSession for the whole directory (it takes seconds to start), and test data."""
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+
+import pytest
+
+if os.environ.get("RTROUTE_REQUIRE_SPARK") != "1":  # the test command sets it: fail, not skip
+    pytest.importorskip("pyspark", reason="pip install 'rtroute[spark]'")
+    pytest.importorskip("pyarrow", reason="pip install 'rtroute[spark]'")
+
+PLUGIN = {
+    "A": "server1.app1.mod1.info",
+    "B": "server1.app1.mod1.error",
+    "C": "server1.app2.mod1.info",
+    "D": "server2.app2.mod1.warning",
+    "E": "server1.app1.mod2.info",
+    "F": "server2.app1.mod1.info",
+}
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """A ``local[1]`` session: one executor Python worker, so matcher builds are countable."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    session = (SparkSession.builder.master("local[1]").appName("rtroute-tests")
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", "2")
+               .config("spark.default.parallelism", "2")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+def plugin_bindings() -> list[tuple[str, str]]:
+    """The rtopic plugin's README example, plus a destination bound by two keys."""
+    return sorted(PLUGIN.items()) + [("G", "server1.app1.mod1.error"),
+                                     ("G", "server2.app2.mod1.warning")]
+
+
+def random_messages(n: int, seed: int = 7) -> list[dict]:
+    """Messages over the plugin's words: concrete and wildcard keys, CC/BCC, no headers,
+    other headers, unroutable keys. Headers are JSON text, as the archive stores them."""
+    rnd = random.Random(seed)
+    levels = [["server1", "server2", "server3"], ["app1", "app2"], ["mod1", "mod2"],
+              ["info", "error", "warning"]]
+
+    def key() -> str:
+        words = [rnd.choice(level) for level in levels]
+        for i in range(len(words)):
+            if rnd.random() < 0.15:
+                words[i] = "*"
+        if rnd.random() < 0.1:
+            words = ["#"] + words[rnd.randint(1, 3):]
+        if rnd.random() < 0.05:
+            words = words[: rnd.randint(0, 3)] + ["#"]
+        return ".".join(words)
+
+    out = []
+    for i in range(n):
+        headers: dict | None = None
+        roll = rnd.random()
+        if roll < 0.2:
+            headers = {"CC": [key() for _ in range(rnd.randint(0, 2))]}
+        elif roll < 0.35:
+            headers = {"BCC": [key()], "x-trace": f"t{i}"}
+        elif roll < 0.45:
+            headers = {"CC": [key(), 7], "BCC": [key(), {"a": 1}], "n": i}
+        elif roll < 0.5:
+            headers = {}
+        out.append({"id": i, "routing_key": key(),
+                    "headers": None if headers is None else json.dumps(headers)})
+    return out
