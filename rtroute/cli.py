@@ -102,17 +102,20 @@ def run(config_path: str | None, uri: str | None, rtopic: tuple, http_listen: st
         management_uri = config.broker.management_uri
         http_listen = http_listen or config.http.listen
         token = config.http.token
-        if config.shovels or config.diverts:
+        diverts = config.diverts
+        if config.shovels:
             logging.getLogger("rtroute").warning(
-                "%s declares shovels/diverts: `rtroute run` serves only the managed exchanges "
-                "in this version", config_path)
+                "%s declares shovels, which `rtroute run` does not run in this version "
+                "(it serves the managed exchanges and their diverts)", config_path)
     else:
         if not rtopic:
             raise click.UsageError("nothing to serve: give --config FILE or --rtopic NAME")
         specs = [ExchangeSpec(name=name, prefetch=prefetch) for name in rtopic]
+        diverts = []
     try:
         sidecar = Sidecar(uri or "amqp://guest:guest@127.0.0.1:5672/%2F", specs,
-                          management_uri=management_uri, connection_name=connection_name)
+                          management_uri=management_uri, connection_name=connection_name,
+                          diverts=diverts)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     serve(sidecar, http_listen or "127.0.0.1:9419", token)

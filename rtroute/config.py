@@ -14,6 +14,7 @@ graph has no cycle (a message diverted from A to B and back to A would loop).
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Mapping
@@ -26,12 +27,12 @@ from rtroute.config_lines import (
     Path,
     TableReader,
     Where,
+    json_source_map,
     load_toml,
     suggest,
     type_name,
 )
-from rtroute.core.keys import split_words
-from rtroute.core.reference import glob_match
+from rtroute.divert.graph import address_matches, find_cycle, watched_exchanges
 from rtroute.netaddr import is_loopback, split_listen
 from rtroute.shovel.config import (
     ShovelConfig,
@@ -55,6 +56,7 @@ __all__ = [
     "derive_management_uri",
     "load",
     "loads",
+    "loads_divert",
 ]
 
 DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
@@ -477,59 +479,39 @@ def _parse_forwarding(reader: TableReader) -> str:
     return ",".join(parts)
 
 
-def address_matches(pattern: str, name: str) -> bool:
-    """Whether exchange ``name`` matches divert address ``pattern`` (RabbitMQ topic rules)."""
-    return glob_match(split_words(pattern), split_words(name))
-
-
 def _check_divert_graph(
     where: Where, exchanges: list[ExchangeConfig], diverts: list[DivertConfig]
 ) -> None:
     """Every divert watches a managed exchange, and no message can be diverted in a circle."""
     names = [e.name for e in exchanges]
-    managed = set(names)
-    edges: dict[str, list[tuple[str, int]]] = {n: [] for n in names}
     for i, divert in enumerate(diverts):
-        watched = [n for n in names if address_matches(divert.address, n)]
-        if not watched:
+        if not watched_exchanges(divert.address, names):
             raise where.error(
                 ("divert", i, "address"),
                 f"divert {divert.name!r}: address {divert.address!r} matches no managed "
                 "exchange; declare it with [[exchange]]" + suggest(divert.address, names),
             )
-        if divert.routing_type == "ANYCAST":
-            continue  # copies go to a queue, not back through a managed exchange
-        for source in watched:
-            for target in divert.forwarding_addresses:
-                if target in managed:
-                    edges[source].append((target, i))
+    cycle = find_cycle(names, diverts)
+    if cycle is not None:
+        divert = diverts[cycle.closing]
+        raise where.error(("divert", cycle.closing, "forwarding_address"),
+                          f"divert {divert.name!r}: {cycle.describe(diverts)}")
 
-    state: dict[str, int] = {}  # 1 = on the current path, 2 = done
-    stack: list[tuple[str, int]] = []  # (exchange, divert that led to it)
 
-    def visit(node: str) -> None:
-        state[node] = 1
-        for target, divert_index in edges[node]:
-            if state.get(target) == 1:
-                start = next(k for k, (n, _d) in enumerate(stack) if n == target)
-                loop = stack[start:] + [(target, divert_index)]
-                hops = " -> ".join(n for n, _d in loop)
-                used = ", ".join(repr(diverts[d].name) for _n, d in loop[1:])
-                divert = diverts[divert_index]
-                raise where.error(
-                    ("divert", divert_index, "forwarding_address"),
-                    f"divert {divert.name!r}: forwarding to {target!r} closes a cycle "
-                    f"{hops} (diverts {used}); diverted messages would loop",
-                )
-            if state.get(target) is None:
-                stack.append((target, divert_index))
-                visit(target)
-                stack.pop()
-        state[node] = 2
+def loads_divert(text: str, path: str | None = "request body") -> DivertConfig:
+    """Validate one divert given as a JSON object with the ``[[divert]]`` keys.
 
-    for name in names:
-        if state.get(name) is None:
-            stack.append((name, -1))
-            visit(name)
-            stack.pop()
+    This is what ``POST /diverts`` takes; the checks are those of the config file, except the
+    ones across entries (managed exchanges, cycles), which the sidecar makes.
 
+    Raises:
+        ConfigError: not a JSON object, or a key is wrong (with the line of the value).
+    """
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ConfigError(f"not valid JSON: {exc}", None, path) from None
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"a divert is a JSON object, got {type_name(data)}", None, path)
+    where = Where(json_source_map(text), path)
+    return _parse_divert(TableReader(data, (), where, "divert"))

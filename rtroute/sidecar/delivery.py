@@ -1,4 +1,10 @@
-"""Plans the republishes that deliver one routed message. Pure logic, no I/O.
+"""Plans the republishes that deliver one routed message of an rtopic exchange. Pure, no I/O.
+
+(For the ``topic``/``direct``/``fanout``/``headers`` exchanges the sidecar manages for their
+diverts there is nothing to plan: ``NAME.bindings`` is a real exchange of that type and one
+republish with ``BCC`` = the alias entries suffices; see
+:class:`rtroute.sidecar.router.BrokerRoutedRouter`. Diverted copies are planned by
+:mod:`rtroute.divert.copies`.)
 
 The sidecar hands the matched *binding keys* to RabbitMQ: one publish to ``NAME.bindings`` with
 the original routing key, the original headers and ``BCC`` = the matched keys. RabbitMQ resolves
@@ -22,7 +28,7 @@ as routing key: a documented difference), an exchange directly with the original
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 # AMQP field-table cost of BCC: name (1 + 3), type (1), array length (4); per entry type (1),

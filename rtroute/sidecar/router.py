@@ -1,6 +1,10 @@
 """Decides what happens to each ingress message of one managed exchange. Pure logic, no I/O.
 
-Per message: route the routing key, the ``CC`` entries and the BCC-alias entries (RabbitMQ
+:class:`ExchangeRouter` serves ``rtopic`` exchanges; :class:`BrokerRoutedRouter` the
+``topic``, ``direct``, ``fanout`` and ``headers`` exchanges that the sidecar manages for their
+diverts, where RabbitMQ itself routes on ``NAME.bindings``.
+
+For rtopic, per message: route the routing key, the ``CC`` entries and the BCC-alias entries (RabbitMQ
 strips a publisher's ``BCC`` before the ingress queue stores the message, so rtopic publishers
 put their blind copies in an alias header, ``x-rtroute-bcc`` by default) with the core; then
 plan the republishes (:mod:`rtroute.sidecar.delivery`). A message that cannot be routed as
@@ -60,7 +64,7 @@ class ExchangeRouter:
 
     Args:
         name: the exchange publishers publish to.
-        kind: ``rtopic`` (others arrive with diverts).
+        kind: ``rtopic`` (see :class:`BrokerRoutedRouter` for the others).
         bcc_alias: the header carrying BCC entries past RabbitMQ's ingress (stripped on delivery).
         alternate_exchange: where unroutable messages go (declared as the alternate exchange of
             ``NAME.bindings``, so publishing there unrouted reaches it).
@@ -169,6 +173,51 @@ class ExchangeRouter:
         plan = plan_delivery(self.bindings_exchange, routing_key, cc, keys,
                              self.destinations_of, budget)
         return Decision(plan, headers)
+
+
+class BrokerRoutedRouter:
+    """Decisions for a managed ``topic``/``direct``/``fanout``/``headers`` exchange.
+
+    ``NAME.bindings`` is a real exchange of that type: the sidecar republishes each message
+    there once, with the routing key and headers as published, and RabbitMQ routes it (so the
+    sidecar keeps no bindings and learns unroutable messages from ``basic.return``). The BCC
+    alias header becomes a real ``BCC`` header, so RabbitMQ applies BCC semantics (extra
+    routing keys, stripped before delivery) on ``NAME.bindings``.
+
+    Args:
+        name: the exchange publishers publish to.
+        bcc_alias: the header carrying BCC entries past RabbitMQ's ingress.
+    """
+
+    def __init__(self, name: str, bcc_alias: str = DEFAULT_BCC_ALIAS) -> None:
+        self.name = name
+        self.bindings_exchange = f"{name}.bindings"
+        self.bcc_alias = bcc_alias
+
+    def bindings(self) -> list[tuple[Destination, str]]:
+        """RabbitMQ keeps the bindings: none are known here."""
+        return []
+
+    def decide_many(self, messages: Sequence[tuple[str, Mapping[str, Any] | None]]
+                    ) -> list[Decision]:
+        """One republish per message; a bad alias header or key gets ``error``, never raises."""
+        return [self._decide(routing_key, headers) for routing_key, headers in messages]
+
+    def _decide(self, routing_key: Any, headers: Mapping[str, Any] | None) -> Decision:
+        original = headers
+        headers = dict(headers or {})
+        try:
+            routing_key = decode_key(routing_key, MAX_BINDING_BYTES, "routing key")
+            alias = headers.pop(self.bcc_alias, None)
+            headers.pop("BCC", None)
+            if alias is not None and not isinstance(alias, (list, tuple)):
+                raise PreconditionFailed(
+                    f"header {self.bcc_alias!r} must be an array of routing keys, "
+                    f"got {type(alias).__name__}")
+        except (PreconditionFailed, TypeError, ValueError) as exc:
+            return Decision(headers=dict(original or {}), error=str(exc))
+        bcc = tuple(k for k in alias if isinstance(k, str)) if alias else None
+        return Decision([Publish(self.bindings_exchange, routing_key, bcc or None)], headers)
 
 
 def _has_wildcard(key: str) -> bool:

@@ -7,19 +7,32 @@ and a prefetch window, routes each batch with the core, republishes through a
 :class:`~rtroute.amqp.ConfirmWindow`, and acks an ingress message only once every republish of
 it is confirmed. A nack or a lost connection leaves it unacked (requeued): at-least-once.
 
+Diverts (:mod:`rtroute.divert`) are the stage before routing: per message, the divert table
+decides which diverts fire and whether the original goes on; each fired divert adds one copy per
+forwarding address to the message's republishes, so the ingress message is acked only once the
+original and every copy are confirmed. For ``topic``/``direct``/``fanout``/``headers`` exchanges
+the sidecar does not route: it republishes the non-diverted flow to ``NAME.bindings``, a real
+exchange of that type (:class:`~rtroute.sidecar.router.BrokerRoutedRouter`). Where a copy goes
+depends on what its forwarding address is on the broker (an exchange, a queue, or neither):
+:class:`AddressProbe` finds out with passive declares before consuming starts.
+
 Everything here runs in the ioloop thread of one :class:`~rtroute.amqp.ReconnectingConnection`
 except :meth:`Sidecar.stop` and :meth:`Sidecar.status`, which any thread may call.
 """
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import logging
 import threading
 import time
+import urllib.parse
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import pika
+import pika.exceptions
 
 from rtroute.amqp import (
     BindingWatcher,
@@ -27,11 +40,30 @@ from rtroute.amqp import (
     ManagementClient,
     Outcome,
     ReconnectingConnection,
+    WindowClosed,
+    WindowFull,
     mask_uri,
     parse_uri,
 )
-from rtroute.sidecar.delivery import Publish
-from rtroute.sidecar.router import ERROR_HEADER, Decision, ExchangeRouter
+from rtroute.divert import (
+    Divert,
+    DivertError,
+    DivertExists,
+    DivertTable,
+    Message,
+    Verdict,
+    make_copy,
+    publish_fields,
+    resolve_target,
+)
+from rtroute.divert.copies import EXCHANGE, QUEUE
+from rtroute.selector import MessageFacts
+from rtroute.sidecar.router import (
+    ERROR_HEADER,
+    BrokerRoutedRouter,
+    Decision,
+    ExchangeRouter,
+)
 
 LOG = logging.getLogger("rtroute.sidecar")
 
@@ -39,6 +71,8 @@ DEAD_LETTER_EXCHANGE = "rtroute.dead"
 DEAD_LETTER_QUEUE = "rtroute.dead"
 INGRESS_PREFIX = "rtroute.ingress."
 SOURCE_HEADER = "x-rtroute-exchange"
+DIVERT_HEADER = "x-rtroute-divert"
+REPROBE_INTERVAL = 10.0  # seconds between looks for forwarding addresses that did not exist
 
 
 @dataclass
@@ -51,7 +85,9 @@ class ExchangeSpec:
     prefetch: int = 1000
     ingress_queue_type: str = "classic"
     bcc_alias_header: str = "x-rtroute-bcc"
-    static_bindings: list[tuple[str, str, str]] = field(default_factory=list)  # type, dest, key
+    # (type, destination, key) or (type, destination, key, arguments)
+    static_bindings: list[tuple] = field(default_factory=list)
+    max_hops: int = 16
 
     @property
     def ingress_queue(self) -> str:
@@ -71,7 +107,9 @@ class ExchangeSpec:
             prefetch=config.prefetch,
             ingress_queue_type=config.ingress_queue_type,
             bcc_alias_header=config.bcc_alias_header,
-            static_bindings=[(b.destination_type, b.destination, b.key) for b in config.bindings],
+            static_bindings=[(b.destination_type, b.destination, b.key, dict(b.arguments))
+                             for b in config.bindings],
+            max_hops=config.max_hops,
         )
 
 
@@ -97,13 +135,16 @@ def declarations_for(spec: ExchangeSpec) -> list[dict]:
         {"method": "queue.bind", "queue": spec.ingress_queue, "exchange": spec.name,
          "routing_key": ""},
     ]
-    for dest_type, dest, key in spec.static_bindings:
+    for dest_type, dest, key, *more in spec.static_bindings:
+        arguments = dict(more[0]) if more else {}
         if dest_type == "queue":
             decls.append({"method": "queue.bind", "queue": dest,
-                          "exchange": spec.bindings_exchange, "routing_key": key})
+                          "exchange": spec.bindings_exchange, "routing_key": key,
+                          "arguments": arguments})
         else:
             decls.append({"method": "exchange.bind", "destination": dest,
-                          "source": spec.bindings_exchange, "routing_key": key})
+                          "source": spec.bindings_exchange, "routing_key": key,
+                          "arguments": arguments})
     return decls
 
 
@@ -128,10 +169,11 @@ class Counters:
     requeued: int = 0
     redelivered: int = 0
     returned: int = 0
+    diverted: int = 0
 
 
 class _Pending:
-    """One ingress message waiting for the confirms of its republishes."""
+    """One ingress message waiting for the confirms of its republishes (original and copies)."""
 
     __slots__ = ("exchange", "failed", "remaining", "tag")
 
@@ -142,36 +184,64 @@ class _Pending:
         self.failed = False
 
 
+# What one republish is, for the accounting of its confirm.
+ORIGINAL = "original"  # the message itself, to NAME.bindings (or the alternate exchange)
+COPY = "copy"  # a diverted copy
+DEAD = "dead"  # a dead letter (of the message or of a copy)
+
+
+class _Out:
+    """One republish waiting for room in the confirm window (then the context of its confirm)."""
+
+    __slots__ = ("body", "divert", "exchange", "pending", "properties", "role", "routing_key")
+
+    def __init__(self, exchange: str, routing_key: str, properties: pika.BasicProperties,
+                 body: bytes, pending: _Pending, role: str = ORIGINAL,
+                 divert: Divert | None = None) -> None:
+        self.exchange = exchange
+        self.routing_key = routing_key
+        self.properties = properties
+        self.body = body
+        self.pending = pending
+        self.role = role
+        self.divert = divert
+
+
 class ManagedExchange:
     """One managed exchange: its router, binding watcher, counters and ingress consumer."""
 
     def __init__(self, spec: ExchangeSpec, management: ManagementClient | None,
                  vhost: str, frame_max: int) -> None:
-        if spec.kind != "rtopic":
-            raise ValueError(f"exchange {spec.name!r}: kind {spec.kind!r} is served only with "
-                             "diverts, which this version does not run yet; use kind 'rtopic'")
         self.spec = spec
-        self.router = ExchangeRouter(spec.name, "rtopic", spec.bcc_alias_header,
-                                     spec.alternate_exchange, frame_max)
+        self.broker_routed = spec.kind != "rtopic"
+        self.router: ExchangeRouter | BrokerRoutedRouter
+        if self.broker_routed:
+            self.router = BrokerRoutedRouter(spec.name, spec.bcc_alias_header)
+        else:
+            self.router = ExchangeRouter(spec.name, "rtopic", spec.bcc_alias_header,
+                                         spec.alternate_exchange, frame_max)
         self.on_bindings_ready: Callable[[], Any] = lambda: None
         self.counters = Counters()
         self.state = "starting"
         self.since = time.time()
-        self.batch: list[tuple[Any, Any, bytes]] = []
         self.consumer_tag: str | None = None
         self.watcher: BindingWatcher | None = None
+        if self.broker_routed:
+            return  # RabbitMQ routes on NAME.bindings: no bindings to learn
+        router = self.router
+        assert isinstance(router, ExchangeRouter)
         if management is not None:
             self.watcher = BindingWatcher(
                 spec.bindings_exchange, management, vhost=vhost,
-                on_add=lambda b: self.router.bind((b.destination_type, b.destination),
+                on_add=lambda b: router.bind((b.destination_type, b.destination),
+                                             b.binding_key),
+                on_remove=lambda b: router.unbind((b.destination_type, b.destination),
                                                   b.binding_key),
-                on_remove=lambda b: self.router.unbind((b.destination_type, b.destination),
-                                                       b.binding_key),
                 on_ready=lambda: self.on_bindings_ready(),
                 relist_interval=30.0)
         else:
-            for dest_type, dest, key in spec.static_bindings:
-                self.router.bind((dest_type, dest), key)
+            for dest_type, dest, key, *_ in spec.static_bindings:
+                router.bind((dest_type, dest), key)
 
     def set_state(self, state: str) -> None:
         if state != self.state:
@@ -185,20 +255,116 @@ class ManagedExchange:
             "kind": self.spec.kind,
             "state": self.state,
             "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.since)),
-            "bindings_known": len(self.router.bindings()),
+            # broker-routed kinds: RabbitMQ holds the bindings, the sidecar does not track them
+            "bindings_known": None if self.broker_routed else len(self.router.bindings()),
             "in_flight": in_flight,
             "received": c.received,
             "routed": c.routed,
             "unroutable": c.unroutable,
             "dead_lettered": c.dead_lettered,
+            "diverted": c.diverted,
             "republished": c.republished,
             "requeued": c.requeued,
             "redelivered": c.redelivered,
         }
 
 
+class AddressProbe:
+    """Finds out what names are on the broker: an exchange, a queue, or neither.
+
+    For each name in turn it declares an exchange of that name passively, then (if the broker
+    answered 404 and closed the channel) a queue; on a channel of its own, reopened after each
+    404. Runs in the ioloop; ``on_done({name: "exchange" | "queue" | None})`` once every name
+    has an answer. A connection lost on the way ends it without an answer (the sidecar probes
+    again on the next connection).
+    """
+
+    def __init__(self, connection: Any, names: Iterable[str],
+                 on_done: Callable[[dict[str, str | None]], Any]) -> None:
+        self._connection = connection
+        self._names = list(dict.fromkeys(names))
+        self._on_done = on_done
+        self._results: dict[str, str | None] = {}
+        self._channel: Any = None
+        self._asking: tuple[str, str] | None = None
+        self.cancelled = False
+
+    def start(self) -> AddressProbe:
+        self._next()
+        return self
+
+    def cancel(self) -> None:
+        self.cancelled = True
+        channel, self._channel = self._channel, None
+        if channel is not None and channel.is_open:
+            channel.close()
+
+    def _next(self) -> None:
+        if self.cancelled:
+            return
+        if not self._names:
+            self.cancel()
+            self._on_done(self._results)
+            return
+        self._ask(EXCHANGE, self._names[0])
+
+    def _ask(self, kind: str, name: str) -> None:
+        self._asking = (kind, name)
+
+        def ask(channel: Any) -> None:
+            if kind == EXCHANGE:
+                channel.exchange_declare(name, passive=True,
+                                         callback=lambda _frame: self._answer(EXCHANGE))
+            else:
+                channel.queue_declare(name, passive=True,
+                                      callback=lambda _frame: self._answer(QUEUE))
+
+        if self._channel is not None and self._channel.is_open:
+            ask(self._channel)
+            return
+
+        def opened(channel: Any) -> None:
+            if self.cancelled:
+                channel.close()
+                return
+            self._channel = channel
+            channel.add_on_close_callback(self._on_closed)
+            ask(channel)
+
+        try:
+            self._connection.channel(on_open_callback=opened)
+        except (pika.exceptions.AMQPError, AttributeError):
+            self.cancelled = True  # the connection is going: the next one probes again
+
+    def _answer(self, found: str | None) -> None:
+        if self.cancelled:
+            return
+        self._results[self._names.pop(0)] = found
+        self._asking = None
+        self._next()
+
+    def _on_closed(self, channel: Any, reason: Exception) -> None:
+        if channel is not self._channel:
+            return
+        self._channel = None
+        if self.cancelled or self._asking is None:
+            return
+        if not isinstance(reason, pika.exceptions.ChannelClosedByBroker):
+            self.cancelled = True  # the connection closed under us
+            return
+        kind, name = self._asking
+        if kind == EXCHANGE:
+            self._ask(QUEUE, name)  # 404 (or 403): no exchange of that name; a queue?
+        else:
+            self._answer(None)
+
+
+class _Unavailable(RuntimeError):
+    """The sidecar cannot do that now (not connected); the caller may try again."""
+
+
 class Sidecar:
-    """Serves managed exchanges until :meth:`stop`.
+    """Serves managed exchanges, and their diverts, until :meth:`stop`.
 
     Args:
         uri: the broker (RabbitMQ URI; the password never appears in logs or status).
@@ -207,11 +373,19 @@ class Sidecar:
             the binding watcher (static bindings only).
         window: publishes in flight on the confirm window.
         use_management: False to rely on static bindings only.
+        connection_name: shown by the broker (management UI, ``rabbitmqctl``).
+        diverts: ``[[divert]]`` entries (:class:`rtroute.config.DivertConfig`), in order.
+
+    Raises:
+        ValueError: nothing to serve, or a divert that cannot run (a
+            :class:`~rtroute.divert.DivertError`: no managed exchange matches its address, a
+            cycle, a transformer that does not import, ...).
     """
 
     def __init__(self, uri: str, exchanges: list[ExchangeSpec],
                  management_uri: str | None = None, window: int = 4000,
-                 use_management: bool = True, connection_name: str = "rtroute-sidecar") -> None:
+                 use_management: bool = True, connection_name: str = "rtroute-sidecar",
+                 diverts: Sequence[Any] = ()) -> None:
         if not exchanges:
             raise ValueError("nothing to serve: give at least one managed exchange")
         self.uri = uri
@@ -223,6 +397,9 @@ class Sidecar:
             spec.name: ManagedExchange(spec, management, vhost, frame_max=131072)
             for spec in exchanges
         }
+        self.diverts = DivertTable(list(self.exchanges))
+        for config in diverts:
+            self.diverts.add(config)
         declarations = list(DEAD_LETTER_DECLARATIONS)
         for spec in exchanges:
             declarations += declarations_for(spec)
@@ -232,19 +409,25 @@ class Sidecar:
             connection_name=connection_name)
         self._window: ConfirmWindow | None = None
         self._consume_channel: Any = None
-        self._queue: collections.deque[tuple[Publish, Any, bytes, _Pending]] = collections.deque()
+        self._queue: collections.deque[_Out] = collections.deque()
         self._unsettled: collections.deque[_Pending] = collections.deque()
+        # deliveries since the last flush, in delivery-tag order (all on one channel)
+        self._batch: list[tuple[ManagedExchange, Any, Any, bytes]] = []
         self._flush_scheduled = False
         self._stopping = False
         self._stopped = threading.Event()
+        # forwarding address -> what the broker has under that name (None: nothing)
+        self._targets: dict[str, str | None] = {}
+        self._probe: AddressProbe | None = None
+        self._reprobe_timer: Any = None
         self.connects = 0
         self.last_error: str | None = None
 
     # -- any thread ---------------------------------------------------------------------------
     def run(self) -> None:
         """Connects and serves until :meth:`stop` (blocks the calling thread)."""
-        LOG.info("sidecar starting: broker %s, exchanges %s", self.masked_uri,
-                 ", ".join(self.exchanges))
+        LOG.info("sidecar starting: broker %s, exchanges %s, %d diverts", self.masked_uri,
+                 ", ".join(self.exchanges), len(self.diverts))
         try:
             self._connection.run()
         finally:
@@ -257,10 +440,61 @@ class Sidecar:
     def wait_stopped(self, timeout: float | None = None) -> bool:
         return self._stopped.wait(timeout)
 
+    def create_divert(self, config: Any, timeout: float = 10.0) -> dict:
+        """Adds a divert while running (it applies to messages routed from then on).
+
+        Its forwarding addresses are looked up on the broker first, so the divert fires only
+        once the sidecar knows where its copies go. Any thread but the ioloop's.
+
+        Returns:
+            The divert's status.
+
+        Raises:
+            DivertError: it cannot run (name taken, no managed exchange matches, a cycle...).
+            RuntimeError: not connected to the broker, or no answer within ``timeout``.
+        """
+        result: concurrent.futures.Future = concurrent.futures.Future()
+        self._connection.add_callback_threadsafe(lambda: self._create_divert(config, result))
+        try:
+            return result.result(timeout)
+        except concurrent.futures.TimeoutError:
+            raise _Unavailable(f"no answer from the sidecar within {timeout} s") from None
+
+    def delete_divert(self, name: str, timeout: float = 10.0) -> dict:
+        """Removes a divert while running; returns its last status. Any thread but the ioloop's.
+
+        Raises:
+            KeyError: no such divert.
+            RuntimeError: no answer within ``timeout``.
+        """
+        result: concurrent.futures.Future = concurrent.futures.Future()
+
+        def delete() -> None:
+            try:
+                divert = self.diverts.remove(name)
+            except KeyError as exc:
+                result.set_exception(exc)
+                return
+            LOG.info("divert %s deleted", name)
+            result.set_result(self._divert_status(divert))
+
+        self._connection.add_callback_threadsafe(delete)
+        try:
+            return result.result(timeout)
+        except concurrent.futures.TimeoutError:
+            raise _Unavailable(f"no answer from the sidecar within {timeout} s") from None
+
+    def http_routes(self) -> dict:
+        """``POST /diverts``, ``DELETE /diverts/NAME`` and ``GET /diverts`` for the OpsServer."""
+        return {("POST", "/diverts"): self._http_create_divert,
+                ("DELETE", "/diverts/"): self._http_delete_divert,
+                ("GET", "/diverts"): lambda _path, _body: (200, self._diverts_status())}
+
     def status(self) -> dict:
         """A snapshot for ``/status`` and ``/metrics``."""
         in_flight = len(self._unsettled)
         exchanges = [ex.status(in_flight) for ex in self.exchanges.values()]
+        diverts = self._diverts_status()
         healthy = self._connection.state not in ("stopped",) and self._window is not None \
             and not self._window.closed
         metrics: dict[str, dict] = {}
@@ -268,6 +502,7 @@ class Sidecar:
                                ("routed", "Messages routed to at least one binding"),
                                ("unroutable", "Messages that matched no binding"),
                                ("dead_lettered", "Malformed messages sent to rtroute.dead"),
+                               ("diverted", "Messages taken away by an exclusive divert"),
                                ("republished", "Republishes confirmed by the broker"),
                                ("requeued", "Ingress messages requeued after a nack"),
                                ("redelivered", "Ingress messages seen again (at-least-once)")):
@@ -276,14 +511,67 @@ class Sidecar:
                 "samples": [({"exchange": e["name"]}, e[key]) for e in exchanges]}
         metrics["rtroute_exchange_bindings"] = {
             "help": "Bindings known", "type": "gauge",
-            "samples": [({"exchange": e["name"]}, e["bindings_known"]) for e in exchanges]}
+            "samples": [({"exchange": e["name"]}, e["bindings_known"]) for e in exchanges
+                        if e["bindings_known"] is not None]}
+        for key, help_text in (("matched", "Messages a divert fired for"),
+                               ("forwarded", "Diverted copies confirmed by the broker"),
+                               ("dead_lettered", "Diverted copies sent to rtroute.dead"),
+                               ("unrouted", "Diverted copies no queue took")):
+            metrics[f"rtroute_divert_{key}_total"] = {
+                "help": help_text, "type": "counter",
+                "samples": [({"divert": d["name"]}, d[key]) for d in diverts]}
         metrics["rtroute_in_flight"] = {"help": "Ingress messages awaiting confirms",
                                         "type": "gauge", "samples": [({}, in_flight)]}
         metrics["rtroute_connects_total"] = {"help": "Broker connections made", "type": "counter",
                                              "samples": [({}, self.connects)]}
         return {"healthy": bool(healthy), "broker": self.masked_uri,
                 "connection": self._connection.state, "connects": self.connects,
-                "last_error": self.last_error, "exchanges": exchanges, "metrics": metrics}
+                "last_error": self.last_error, "exchanges": exchanges, "diverts": diverts,
+                "forwarding_addresses": dict(self._targets), "metrics": metrics}
+
+    def _diverts_status(self) -> list[dict]:
+        return [self._divert_status(d) for d in self.diverts]
+
+    def _divert_status(self, divert: Divert) -> dict:
+        status = divert.status()
+        status["exchanges"] = self.diverts.exchanges_of(divert)
+        return status
+
+    def _http_create_divert(self, _path: str, body: bytes) -> tuple[int, Any]:
+        from rtroute.config import ConfigError, loads_divert
+
+        try:
+            config = loads_divert(body.decode("utf-8"))
+        except UnicodeDecodeError:
+            return 400, {"error": "the request body is not UTF-8"}
+        except ConfigError as exc:
+            return 400, {"error": str(exc)}
+        try:
+            status = self.create_divert(config)
+        except DivertExists as exc:
+            return 409, {"error": str(exc)}
+        except DivertError as exc:
+            return 400, {"error": str(exc)}
+        except _Unavailable as exc:
+            return 503, {"error": str(exc)}
+        return 201, {"divert": status, "warnings": self._missing_targets(status)}
+
+    def _http_delete_divert(self, path: str, _body: bytes) -> tuple[int, Any]:
+        name = urllib.parse.unquote(path[len("/diverts/"):])
+        try:
+            return 200, {"deleted": self.delete_divert(name)}
+        except KeyError:
+            return 404, {"error": f"no divert named {name!r}"}
+        except _Unavailable as exc:
+            return 503, {"error": str(exc)}
+
+    def _missing_targets(self, status: dict) -> list[str]:
+        if status["routing_type"] == "ANYCAST":
+            return []
+        return [f"forwarding address {a!r} is neither an exchange nor a queue yet: copies to "
+                "it are dead-lettered until it exists"
+                for a in status["forwarding_address"].split(",")
+                if a not in self.exchanges and self._targets.get(a) is None]
 
     # -- ioloop thread: connection life cycle ---------------------------------------------------
     def _on_ready(self, connection: Any, channel: Any, _last_queue: str | None) -> None:
@@ -293,7 +581,6 @@ class Sidecar:
         self._consume_channel = channel
         channel.add_on_close_callback(self._on_channel_closed)
         for ex in self.exchanges.values():
-            ex.batch.clear()
             ex.consumer_tag = None
             ex.set_state("starting")
 
@@ -303,10 +590,56 @@ class Sidecar:
                                    on_writable=self._drain_queue,
                                    on_closed=self._on_window_closed)
             self._window = window
-            window.start(on_ready=lambda: self._start_exchanges(connection))
+            window.start(on_ready=lambda: self._probe_targets(
+                connection, self._forwarding_names(), lambda: self._start_exchanges(connection)))
 
         connection.channel(on_open_callback=with_publish_channel)
         LOG.info("connected to %s", self.masked_uri)
+
+    def _forwarding_names(self, diverts: Iterable[Divert] | None = None) -> list[str]:
+        """Forwarding addresses whose kind on the broker decides where copies go."""
+        names = []
+        for divert in (self.diverts if diverts is None else diverts):
+            if divert.routing_type == "ANYCAST":
+                continue
+            names += [a for a in divert.forwarding_addresses if a not in self.exchanges]
+        return names
+
+    def _probe_targets(self, connection: Any, names: list[str],
+                       then: Callable[[], Any]) -> None:
+        """Looks ``names`` up on the broker, records the answers, then calls ``then()``."""
+        if not names:
+            then()
+            return
+
+        def done(found: dict[str, str | None]) -> None:
+            self._probe = None
+            self._targets.update(found)
+            for name, kind in found.items():
+                LOG.info("forwarding address %s: %s", name, kind or "nothing of that name yet")
+            self._schedule_reprobe()
+            then()
+
+        self._probe = AddressProbe(connection, names, done).start()
+
+    def _schedule_reprobe(self) -> None:
+        """Looks again, now and then, for forwarding addresses that did not exist."""
+        if self._reprobe_timer is not None or self._stopping:
+            return
+        if not any(kind is None for kind in self._targets.values()):
+            return
+
+        def reprobe() -> None:
+            self._reprobe_timer = None
+            connection = self._connection.connection
+            if self._stopping or self._probe is not None or connection is None \
+                    or not connection.is_open:
+                self._schedule_reprobe()
+                return
+            missing = [n for n, kind in self._targets.items() if kind is None]
+            self._probe_targets(connection, missing, lambda: None)
+
+        self._reprobe_timer = self._connection.ioloop.call_later(REPROBE_INTERVAL, reprobe)
 
     def _start_exchanges(self, connection: Any) -> None:
         """Consumes each ingress queue once its bindings are known (never route blind)."""
@@ -330,8 +663,36 @@ class Sidecar:
             ex.spec.ingress_queue,
             lambda _ch, method, props, body, ex=ex: self._on_message(ex, method, props, body))
         ex.set_state("running")
-        LOG.info("exchange %s: consuming %s (%d bindings known)", ex.spec.name,
-                 ex.spec.ingress_queue, len(ex.router.bindings()))
+        LOG.info("exchange %s: consuming %s (%s bindings known)", ex.spec.name,
+                 ex.spec.ingress_queue,
+                 "broker-routed, no" if ex.broker_routed else len(ex.router.bindings()))
+
+    def _create_divert(self, config: Any, result: concurrent.futures.Future) -> None:
+        try:
+            divert = Divert(config, origin="http")
+            self.diverts.check(config)
+        except DivertError as exc:
+            result.set_exception(exc)
+            return
+        names = [n for n in self._forwarding_names([divert]) if self._targets.get(n) is None]
+        connection = self._connection.connection
+        if names and (connection is None or not connection.is_open or self._window is None):
+            result.set_exception(_Unavailable("not connected to the broker, so the forwarding "
+                                              "addresses cannot be looked up; try again"))
+            return
+
+        def add() -> None:
+            try:
+                self.diverts.add(divert)
+            except DivertError as exc:  # another one was created meanwhile
+                result.set_exception(exc)
+                return
+            LOG.info("divert %s created: %s -> %s (%s%s)", divert.name, config.address,
+                     config.forwarding_address, config.routing_type,
+                     ", exclusive" if config.exclusive else "")
+            result.set_result(self._divert_status(divert))
+
+        self._probe_targets(connection, names, add)
 
     def _on_lost(self, reason: str) -> None:
         self.last_error = reason
@@ -339,9 +700,11 @@ class Sidecar:
         self._consume_channel = None
         self._queue.clear()
         self._unsettled.clear()
+        if self._probe is not None:
+            self._probe.cancel()
+            self._probe = None
         for ex in self.exchanges.values():
             ex.consumer_tag = None
-            ex.batch.clear()
             ex.set_state("stopped" if self._stopping else "reconnecting")
         if not self._stopping:
             LOG.warning("connection lost (%s); unacked ingress messages will be redelivered",
@@ -366,6 +729,12 @@ class Sidecar:
 
     def _begin_stop(self, drain_timeout: float) -> None:
         self._stopping = True
+        if self._probe is not None:
+            self._probe.cancel()
+            self._probe = None
+        if self._reprobe_timer is not None:
+            self._connection.ioloop.remove_timeout(self._reprobe_timer)
+            self._reprobe_timer = None
         ch = self._consume_channel
         for ex in self.exchanges.values():
             if ex.consumer_tag and ch is not None and ch.is_open:
@@ -390,59 +759,154 @@ class Sidecar:
 
     # -- ioloop thread: the message path --------------------------------------------------------
     def _on_message(self, ex: ManagedExchange, method: Any, props: Any, body: bytes) -> None:
-        ex.batch.append((method, props, body))
+        self._batch.append((ex, method, props, body))
         if not self._flush_scheduled:
             self._flush_scheduled = True
             self._connection.ioloop.call_later(0, self._flush)
 
     def _flush(self) -> None:
+        """Decides each exchange's share of the batch at once, then dispatches in delivery order.
+
+        Every ingress queue is consumed on one channel, whose delivery tags count across them;
+        acks with ``multiple`` are right only if messages settle in delivery-tag order, so the
+        dispatch keeps that order even when the deliveries of several exchanges interleave
+        (as they do along a divert chain).
+        """
         self._flush_scheduled = False
-        for ex in self.exchanges.values():
-            if ex.batch:
-                batch, ex.batch = ex.batch, []
-                self._route_batch(ex, batch)
+        batch, self._batch = self._batch, []
+        if batch:
+            first = batch[0][0]
+            if all(item[0] is first for item in batch):
+                outcomes = self._decide(first, batch)
+            else:
+                by_exchange: dict[str, list[int]] = {}
+                for i, item in enumerate(batch):
+                    by_exchange.setdefault(item[0].spec.name, []).append(i)
+                outcomes = [None] * len(batch)  # type: ignore[list-item]
+                for indices in by_exchange.values():
+                    decided = self._decide(batch[indices[0]][0], [batch[i] for i in indices])
+                    for i, outcome in zip(indices, decided):
+                        outcomes[i] = outcome
+            dispatch = self._dispatch
+            for (ex, method, props, body), (decision, verdict) in zip(batch, outcomes):
+                dispatch(ex, method, props, body, decision, verdict)
         self._drain_queue()
 
-    def _route_batch(self, ex: ManagedExchange, batch: list[tuple[Any, Any, bytes]]) -> None:
-        decisions = ex.router.decide_many(
-            [(method.routing_key, props.headers) for method, props, _ in batch])
+    def _decide(self, ex: ManagedExchange, batch: list[tuple[ManagedExchange, Any, Any, bytes]]
+                ) -> list[tuple[Decision | None, Verdict | None]]:
+        """The divert stage, then the routing of what goes on: per message ``(decision,
+        verdict)``; ``decision`` is None for a message an exclusive divert took."""
+        name = ex.spec.name
         c = ex.counters
         c.received += len(batch)
-        for (method, props, body), decision in zip(batch, decisions):
-            if method.redelivered:
-                c.redelivered += 1
-            self._dispatch(ex, method, props, body, decision)
+        c.redelivered += sum(1 for _, method, _, _ in batch if method.redelivered)
+        if not self.diverts.watches(name):
+            decisions = ex.router.decide_many(
+                [(method.routing_key, props.headers) for _, method, props, _ in batch])
+            return [(d, None) for d in decisions]
+        evaluate = self.diverts.evaluate
+        if self.diverts.needs_message(name):
+            verdicts = [evaluate(name, props.headers, MessageFacts(props, len(body), name))
+                        for _, _, props, body in batch]
+        else:
+            verdicts = [evaluate(name, props.headers) for _, _, props, _ in batch]
+        decisions = iter(ex.router.decide_many(
+            [(method.routing_key, props.headers)
+             for (_, method, props, _), v in zip(batch, verdicts) if v.original]))
+        return [(next(decisions) if v.original else None, v) for v in verdicts]
 
     def _dispatch(self, ex: ManagedExchange, method: Any, props: Any, body: bytes,
-                  decision: Decision) -> None:
+                  decision: Decision | None, verdict: Verdict | None) -> None:
+        pending = _Pending(ex, method.delivery_tag, 0)
+        outs: list[_Out] = []
+        if decision is not None:
+            outs += self._original_outs(ex, method, props, body, decision, pending)
+        else:
+            ex.counters.diverted += 1
+        if verdict is not None and verdict.fired:
+            outs += self._copy_outs(ex, method, props, body, verdict, pending)
+        pending.remaining = len(outs)
+        self._unsettled.append(pending)
+        self._queue.extend(outs)
+        if not outs:
+            self._settle(pending)
+
+    def _original_outs(self, ex: ManagedExchange, method: Any, props: Any, body: bytes,
+                       decision: Decision, pending: _Pending) -> list[_Out]:
         c = ex.counters
         if decision.error is not None:
             c.dead_lettered += 1
             LOG.warning("exchange %s: dead-lettering a message: %s", ex.spec.name,
                         decision.error)
-            headers = dict(decision.headers)
-            headers[ERROR_HEADER] = decision.error
-            headers[SOURCE_HEADER] = ex.spec.name
             routing_key = method.routing_key if isinstance(method.routing_key, str) else ""
-            publishes = [(Publish(DEAD_LETTER_EXCHANGE, routing_key, None), headers)]
-        elif decision.unroutable:
+            return [self._dead_letter(ex, routing_key, props, decision.headers, body,
+                                      decision.error, pending)]
+        if decision.unroutable:
             c.unroutable += 1
-            publishes = [(p, decision.headers) for p in decision.publishes]
+        elif not ex.broker_routed:
+            c.routed += 1  # broker-routed exchanges count on the confirm (returned or not)
+        outs = []
+        for p in decision.publishes:
+            headers = decision.headers
+            if p.bcc:
+                headers = dict(headers)
+                headers["BCC"] = list(p.bcc)
+            outs.append(_Out(p.exchange, p.routing_key, _with_headers(props, headers), body,
+                             pending))
+        return outs
+
+    def _copy_outs(self, ex: ManagedExchange, method: Any, props: Any, body: bytes,
+                   verdict: Verdict, pending: _Pending) -> list[_Out]:
+        source = ex.spec.name
+        routing_key = method.routing_key if isinstance(method.routing_key, str) else ""
+        original = Message.from_amqp(source, routing_key, props, body)
+        outs = []
+        for divert in verdict.fired:
+            for address in divert.forwarding_addresses:
+                copy = make_copy(original, divert, address, source, ex.spec.max_hops,
+                                 divert.transformer)
+                message = copy.message
+                error = copy.error
+                if error is None:
+                    target_ex = self.exchanges.get(address)
+                    try:
+                        target = resolve_target(copy.delivery, address, target_ex is not None,
+                                                self._targets.get(address))
+                        exchange, key, headers = publish_fields(
+                            message, target, ex.spec.bcc_alias_header,
+                            target_ex.spec.bcc_alias_header if target_ex else None)
+                    except (LookupError, ValueError) as exc:
+                        error = f"divert {divert.name!r}: {exc}"
+                if error is not None:
+                    divert.dead_lettered += 1
+                    LOG.warning("exchange %s: dead-lettering a diverted copy: %s", source, error)
+                    outs.append(self._dead_letter(
+                        ex, message.routing_key, message.properties, message.headers,
+                        message.body, error, pending, divert))
+                    continue
+                properties = pika.BasicProperties(headers=headers or None, **message.properties)
+                outs.append(_Out(exchange, key, properties, message.body, pending, COPY, divert))
+        return outs
+
+    def _dead_letter(self, ex: ManagedExchange, routing_key: str, props: Any, headers: dict,
+                     body: bytes, reason: str, pending: _Pending,
+                     divert: Divert | None = None) -> _Out:
+        """A republish to ``rtroute.dead`` carrying ``reason`` (``props``: pika or a dict)."""
+        headers = dict(headers)
+        for name in ("CC", "BCC"):  # RabbitMQ closes the channel on a CC/BCC that is no array
+            value = headers.get(name)
+            if value is not None and not isinstance(value, (list, tuple)):
+                headers[f"x-rtroute-invalid-{name}"] = repr(value)
+                del headers[name]
+        headers[ERROR_HEADER] = reason
+        headers[SOURCE_HEADER] = ex.spec.name
+        if divert is not None:
+            headers[DIVERT_HEADER] = divert.name
+        if isinstance(props, dict):
+            properties = pika.BasicProperties(headers=headers, **props)
         else:
-            c.routed += 1
-            publishes = []
-            for p in decision.publishes:
-                headers = decision.headers
-                if p.bcc:
-                    headers = dict(headers)
-                    headers["BCC"] = list(p.bcc)
-                publishes.append((p, headers))
-        pending = _Pending(ex, method.delivery_tag, len(publishes))
-        self._unsettled.append(pending)
-        for p, headers in publishes:
-            self._queue.append((p, _with_headers(props, headers), body, pending))
-        if not publishes:
-            self._settle(pending)
+            properties = _with_headers(props, headers)
+        return _Out(DEAD_LETTER_EXCHANGE, routing_key, properties, body, pending, DEAD, divert)
 
     def _drain_queue(self) -> None:
         window = self._window
@@ -450,22 +914,59 @@ class Sidecar:
             return
         queue = self._queue
         while queue and window.has_room:
-            p, props, body, pending = queue.popleft()
-            window.publish(p.exchange, p.routing_key, body, props, mandatory=True,
-                           callback=self._on_confirm, context=pending)
+            out = queue.popleft()
+            try:
+                window.publish(out.exchange, out.routing_key, out.body, out.properties,
+                               mandatory=True, callback=self._on_confirm, context=out)
+            except (WindowFull, WindowClosed, pika.exceptions.ChannelWrongStateError):
+                queue.appendleft(out)  # the window closes: reconnecting settles everything
+                return
+            except Exception as exc:  # noqa: BLE001 - e.g. a header value AMQP cannot encode
+                queue.appendleft(self._unencodable(out, exc))
+
+    def _unencodable(self, out: _Out, exc: Exception) -> _Out:
+        """A minimal dead letter replacing a republish whose properties cannot be encoded."""
+        reason = f"cannot encode the message's properties: {type(exc).__name__}: {exc}"
+        if out.role == DEAD:
+            reason = f"{out.properties.headers.get(ERROR_HEADER)}; then {reason}"
+        LOG.warning("exchange %s: dead-lettering: %s", out.pending.exchange.spec.name, reason)
+        headers = {ERROR_HEADER: reason, SOURCE_HEADER: out.pending.exchange.spec.name}
+        if out.role == ORIGINAL:
+            out.pending.exchange.counters.dead_lettered += 1
+        if out.divert is not None:
+            headers[DIVERT_HEADER] = out.divert.name
+            if out.role == COPY:
+                out.divert.dead_lettered += 1
+        properties = pika.BasicProperties(headers=headers,
+                                          message_id=out.properties.message_id)
+        return _Out(DEAD_LETTER_EXCHANGE, "", properties, out.body, out.pending, DEAD,
+                    out.divert)
 
     def _on_confirm(self, future: Any) -> None:
-        pending: _Pending = future.context
+        out: _Out = future.context
+        pending = out.pending
         outcome = future.outcome
         counters = pending.exchange.counters
         if outcome in (Outcome.NACKED, Outcome.FAILED):
             pending.failed = True
-        elif outcome is Outcome.RETURNED:
-            # The bindings changed between the watcher's view and the publish: nothing took
-            # it, as the plugin would have dropped it. Counted, then acked.
-            counters.returned += 1
-        else:
-            counters.republished += 1
+        elif out.role == COPY:
+            assert out.divert is not None
+            if outcome is Outcome.RETURNED:
+                out.divert.unrouted += 1  # no queue bound: as Artemis, the copy goes nowhere
+            else:
+                out.divert.forwarded += 1
+        elif out.role == ORIGINAL:
+            if outcome is Outcome.RETURNED:
+                if pending.exchange.broker_routed:
+                    counters.unroutable += 1  # RabbitMQ routed it and found no binding
+                else:
+                    # The bindings changed between the watcher's view and the publish: nothing
+                    # took it, as the plugin would have dropped it. Counted, then acked.
+                    counters.returned += 1
+            else:
+                counters.republished += 1
+                if pending.exchange.broker_routed:
+                    counters.routed += 1
         pending.remaining -= 1
         if pending.remaining == 0:
             self._settle(pending)
@@ -503,15 +1004,20 @@ def _with_headers(props: Any, headers: dict) -> pika.BasicProperties:
 
 def serve(sidecar: Sidecar, http_listen: str | None, http_token: str | None = None,
           on_started: Callable[[Any], None] | None = None) -> None:
-    """Runs ``sidecar`` with its HTTP endpoint until SIGTERM/SIGINT, then stops gracefully."""
+    """Runs ``sidecar`` with its HTTP endpoint until SIGTERM/SIGINT, then stops gracefully.
+
+    The endpoint serves ``/healthz``, ``/status`` and ``/metrics``, and manages diverts:
+    ``POST /diverts`` (a JSON object with the ``[[divert]]`` keys), ``DELETE /diverts/NAME``
+    and ``GET /diverts``; with ``http_token`` every request needs ``Authorization: Bearer``.
+    """
     import signal
 
     from rtroute.ops_http import OpsServer
 
-    http = OpsServer(http_listen, sidecar.status, token=http_token).start() \
-        if http_listen else None
+    http = OpsServer(http_listen, sidecar.status, token=http_token,
+                     routes=sidecar.http_routes()).start() if http_listen else None
     if http is not None:
-        LOG.info("http endpoint on %s (/healthz /status /metrics)", http_listen)
+        LOG.info("http endpoint on %s (/healthz /status /metrics /diverts)", http_listen)
 
     def on_signal(signum: int, _frame: Any) -> None:
         LOG.info("signal %d: stopping (draining confirms)", signum)
