@@ -88,6 +88,7 @@ def run(config_path: str | None, uri: str | None, rtopic: tuple, http_listen: st
     logging.getLogger("pika").setLevel(max(logging.WARNING, logging.getLevelName(log_level)))
     token = None
     management_uri = None
+    shovels = None
     if config_path:
         if rtopic:
             raise click.UsageError("give either --config or --rtopic, not both")
@@ -104,9 +105,16 @@ def run(config_path: str | None, uri: str | None, rtopic: tuple, http_listen: st
         token = config.http.token
         diverts = config.diverts
         if config.shovels:
-            logging.getLogger("rtroute").warning(
-                "%s declares shovels, which `rtroute run` does not run in this version "
-                "(it serves the managed exchanges and their diverts)", config_path)
+            from rtroute.shovel.runner import ShovelRunner
+
+            shovels = ShovelRunner(config.shovels)
+        if not specs:
+            if shovels is None:
+                raise click.ClickException(f"{config_path}: declares nothing to run")
+            from rtroute.shovel.runner import serve as serve_shovels
+
+            serve_shovels(shovels, http_listen, token)
+            return
     else:
         if not rtopic:
             raise click.UsageError("nothing to serve: give --config FILE or --rtopic NAME")
@@ -118,7 +126,7 @@ def run(config_path: str | None, uri: str | None, rtopic: tuple, http_listen: st
                           diverts=diverts)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
-    serve(sidecar, http_listen or "127.0.0.1:9419", token)
+    serve(sidecar, http_listen or "127.0.0.1:9419", token, shovels=shovels)
 
 
 @main.command()
@@ -231,6 +239,15 @@ def bench_spark(messages: int, bindings: int, master: str) -> None:
     from rtroute.bench.spark import run
 
     run(messages=messages, bindings=bindings, master=master, echo=click.echo)
+
+
+@bench.command("divert")
+@click.option("--uri", default="amqp://guest:guest@127.0.0.1:5672/%2F", show_default=True)
+def bench_divert(uri: str) -> None:
+    """A managed exchange with 0, 1 and 10 filtered diverts vs a native topic exchange."""
+    from rtroute.bench.divert import run
+
+    run(echo=click.echo, uri=uri)
 
 
 @bench.command("sidecar")

@@ -33,6 +33,21 @@ def prometheus_text(status: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def merge_status(*statuses: dict) -> dict:
+    """One ``/status`` for several components: healthy only if all are; metrics side by side;
+    the other keys of later statuses added (``shovels`` beside ``exchanges``)."""
+    merged: dict = {"healthy": True, "metrics": {}}
+    for status in statuses:
+        for key, value in status.items():
+            if key == "healthy":
+                merged["healthy"] = merged["healthy"] and bool(value)
+            elif key == "metrics":
+                merged["metrics"].update(value)
+            else:
+                merged.setdefault(key, value)
+    return merged
+
+
 class OpsServer:
     """Serves the status of a running process over HTTP.
 

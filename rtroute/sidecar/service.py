@@ -1003,8 +1003,11 @@ def _with_headers(props: Any, headers: dict) -> pika.BasicProperties:
 
 
 def serve(sidecar: Sidecar, http_listen: str | None, http_token: str | None = None,
-          on_started: Callable[[Any], None] | None = None) -> None:
+          on_started: Callable[[Any], None] | None = None, shovels: Any = None) -> None:
     """Runs ``sidecar`` with its HTTP endpoint until SIGTERM/SIGINT, then stops gracefully.
+
+    ``shovels`` (a :class:`rtroute.shovel.runner.ShovelRunner`) run beside it, each in its own
+    thread, and share the endpoint: ``/status`` then lists ``shovels`` too.
 
     The endpoint serves ``/healthz``, ``/status`` and ``/metrics``, and manages diverts:
     ``POST /diverts`` (a JSON object with the ``[[divert]]`` keys), ``DELETE /diverts/NAME``
@@ -1012,9 +1015,11 @@ def serve(sidecar: Sidecar, http_listen: str | None, http_token: str | None = No
     """
     import signal
 
-    from rtroute.ops_http import OpsServer
+    from rtroute.ops_http import OpsServer, merge_status
 
-    http = OpsServer(http_listen, sidecar.status, token=http_token,
+    status = sidecar.status if shovels is None else \
+        (lambda: merge_status(sidecar.status(), shovels.status()))
+    http = OpsServer(http_listen, status, token=http_token,
                      routes=sidecar.http_routes()).start() if http_listen else None
     if http is not None:
         LOG.info("http endpoint on %s (/healthz /status /metrics /diverts)", http_listen)
@@ -1025,10 +1030,14 @@ def serve(sidecar: Sidecar, http_listen: str | None, http_token: str | None = No
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
+        if shovels is not None:
+            shovels.start()
         if on_started is not None:
             on_started(http)
         sidecar.run()
     finally:
+        if shovels is not None:
+            shovels.stop()
         for s, handler in previous.items():
             signal.signal(s, handler)
         if http is not None:
