@@ -11,7 +11,7 @@ import time
 import urllib.request
 import uuid
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import pika
 import pytest
@@ -32,14 +32,14 @@ class SidecarProcess:
         self.port = free_port()
         self.name = f"rtroute-test-sidecar-{uuid.uuid4().hex[:8]}"
         self.log_path = log
-        self._log = open(log, "ab")
+        self._log = open(log, "ab")  # noqa: SIM115 - the child writes to it until it exits
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "rtroute.cli", "run", *args,
              "--http", f"127.0.0.1:{self.port}", "--name", self.name],
             stdout=self._log, stderr=subprocess.STDOUT, env=env)
 
-    def status(self) -> Optional[dict]:
+    def status(self) -> dict | None:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/status", timeout=2) as r:
                 return json.load(r)
@@ -50,7 +50,7 @@ class SidecarProcess:
         st = self.status() or {}
         return next((e for e in st.get("exchanges", []) if e["name"] == name), {})
 
-    def wait_running(self, name: str, bindings: Optional[int] = None, timeout: float = 20) -> dict:
+    def wait_running(self, name: str, bindings: int | None = None, timeout: float = 20) -> dict:
         def ready() -> Any:
             if self.proc.poll() is not None:
                 pytest.fail(f"sidecar exited with {self.proc.returncode}:\n{self.log()}")
