@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ from typing import Callable
 import pika
 
 from rtroute.amqp import connect_blocking, mask_uri
+from rtroute.netaddr import free_port
 from rtroute.routing import RTopicExchange
 
 PLUGIN_QUEUES = {
@@ -44,9 +44,7 @@ EXAMPLES = [
 def run(uri: str, echo: Callable[[str], None] = print) -> dict[str, list[str]]:
     """Runs the demo; returns, per queue, the routing keys it received."""
     name = f"rtroute.demo.{uuid.uuid4().hex[:6]}"
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     echo(f"broker: {mask_uri(uri)}; starting the sidecar for exchange {name!r} ...")
     proc = subprocess.Popen(
         [sys.executable, "-m", "rtroute.cli", "run", "--uri", uri, "--rtopic", name,

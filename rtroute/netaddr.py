@@ -29,3 +29,12 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (for child processes' endpoints)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,6 +25,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from rtroute.amqp import connect_blocking, publish
+from rtroute.bench.measure import wait_for_depth
+from rtroute.netaddr import free_port
 
 DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
 HEADERS = {"region": "eu", "price": 12}
@@ -52,29 +53,13 @@ SCENARIOS = [
 ]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_depth(channel, queues: list[str], total: int, timeout: float) -> float:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        have = sum(channel.queue_declare(q, passive=True).method.message_count for q in queues)
-        if have >= total:
-            return time.monotonic()
-        time.sleep(0.02)
-    raise TimeoutError(f"queues hold fewer than {total} messages after {timeout} s")
-
-
 def _timed(uri: str, exchange: str, messages: int, channel, queues: list[str]) -> float:
     start = time.monotonic()
     result = publish(uri, exchange, "bench.key", messages, 100, window=2000, headers=HEADERS,
                      echo=lambda *_: None)
     if result.get("error") or result["acked"] != messages:
         raise RuntimeError(f"publish to {exchange} failed: {result}")
-    end = _wait_depth(channel, queues, messages * len(queues), 600)
+    end = wait_for_depth(channel, queues, messages * len(queues), 600)
     return messages / (end - start)
 
 
@@ -109,7 +94,7 @@ def run_scenario(uri: str, scenario: Scenario, echo: Callable[[str], None]) -> d
     queue, native_queue, spy = f"{name}.q", f"{native}.q", f"{name}.spy"
     conn = connect_blocking(uri)
     ch = conn.channel()
-    port = _free_port()
+    port = free_port()
     with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as f:
         f.write(_config(uri, name, spy, scenario))
         config_path = f.name

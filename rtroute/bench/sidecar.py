@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from rtroute.amqp import connect_blocking, publish
+from rtroute.bench.measure import wait_for_depth
+from rtroute.netaddr import free_port
 
 DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
 
@@ -45,23 +46,6 @@ SCENARIOS = [
 ]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_depth(channel, queues: list[str], total: int, timeout: float) -> float:
-    """Polls until the queues hold ``total`` messages; returns when that happened."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        have = sum(channel.queue_declare(q, passive=True).method.message_count for q in queues)
-        if have >= total:
-            return time.monotonic()
-        time.sleep(0.02)
-    raise TimeoutError(f"queues hold fewer than {total} messages after {timeout} s")
-
-
 def _timed_publish(uri: str, exchange: str, key: str, scenario: Scenario, channel,
                    queues: list[str]) -> float:
     start = time.monotonic()
@@ -69,7 +53,7 @@ def _timed_publish(uri: str, exchange: str, key: str, scenario: Scenario, channe
                      echo=lambda *_: None)
     if result.get("error") or result["acked"] != scenario.messages:
         raise RuntimeError(f"publish to {exchange} failed: {result}")
-    end = _wait_depth(channel, queues, scenario.messages * scenario.matched, 600)
+    end = wait_for_depth(channel, queues, scenario.messages * scenario.matched, 600)
     return scenario.messages / (end - start)
 
 
@@ -84,7 +68,7 @@ def run_scenario(uri: str, scenario: Scenario, echo: Callable[[str], None]) -> d
     name, native = f"rtroute.bench.{tag}", f"rtroute.bench.{tag}.native"
     conn = connect_blocking(uri)
     ch = conn.channel()
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "rtroute.cli", "run", "--uri", uri, "--rtopic", name,
          "--http", f"127.0.0.1:{port}", "--log-level", "WARNING", "--name", f"bench-{tag}"],
