@@ -25,6 +25,8 @@ from typing import Any, Callable
 import pika.spec
 from pika.frame import Header, decode_frame
 
+from rtroute.amqp.socket_io import coalesce_io
+
 __all__ = [
     "FrameReader",
     "body_of",
@@ -50,10 +52,6 @@ _U32 = struct.Struct(">I").unpack_from
 _U64 = struct.Struct(">Q").unpack_from
 _PROPERTIES_OFFSET = 7 + 12  # frame head + class, weight, body size
 
-#: Bytes read per ``recv`` (pika reads 4 KiB).
-RECV_BYTES = 65536
-#: Most bytes joined into one ``send``.
-COALESCE_BYTES = 256 << 10
 
 OnDelivery = Callable[[int, bytes, bytes, list], Any]
 OnConfirm = Callable[[int, bool, bool], Any]
@@ -231,42 +229,21 @@ class FrameReader:
 def install(connection: Any) -> FrameReader:
     """Put a :class:`FrameReader` and bigger, coalesced socket I/O on an open connection.
 
-    - reads :data:`RECV_BYTES` per ``recv``;
-    - sends the frames buffered during an ioloop turn with one ``send`` of up to
-      :data:`COALESCE_BYTES` (pika makes one system call per frame).
+    - bigger reads and one ``send`` per ioloop turn (:func:`rtroute.amqp.socket_io.coalesce_io`).
 
     Raises:
         RuntimeError: this pika lacks an internal the fast path relies on.
     """
-    transport = getattr(connection, "_transport", None)
     needed = {
         "connection._frame_buffer": hasattr(connection, "_frame_buffer"),
         "connection._process_frame": hasattr(connection, "_process_frame"),
         "connection._adapter_emit_data": hasattr(connection, "_adapter_emit_data"),
         "connection.bytes_sent": hasattr(connection, "bytes_sent"),
-        "transport._tx_buffers": hasattr(transport, "_tx_buffers"),
-        "transport._produce": hasattr(transport, "_produce"),
     }
     missing = [name for name, present in needed.items() if not present]
     if missing:
         raise RuntimeError(f"pika {pika.__version__} lacks {', '.join(missing)}")
-    if hasattr(transport, "_MAX_RECV_BYTES"):
-        transport._MAX_RECV_BYTES = RECV_BYTES
-    buffers = transport._tx_buffers
-    produce = transport._produce
-
-    def coalescing_produce() -> None:
-        if len(buffers) > 1:
-            chunks = []
-            size = 0
-            while buffers and size < COALESCE_BYTES:
-                chunk = buffers.popleft()
-                chunks.append(chunk)
-                size += len(chunk)
-            buffers.appendleft(b"".join(chunks))
-        produce()
-
-    transport._produce = coalescing_produce
+    coalesce_io(connection)
     reader = FrameReader(connection)
     connection._on_data_available = reader
     return reader

@@ -45,6 +45,7 @@ from rtroute.amqp import (
     mask_uri,
     parse_uri,
 )
+from rtroute.amqp.socket_io import coalesce_io
 from rtroute.divert import (
     Divert,
     DivertError,
@@ -576,6 +577,10 @@ class Sidecar:
     # -- ioloop thread: connection life cycle ---------------------------------------------------
     def _on_ready(self, connection: Any, channel: Any, _last_queue: str | None) -> None:
         self.connects += 1
+        try:
+            coalesce_io(connection)  # one send per ioloop turn, not one per frame
+        except RuntimeError as exc:
+            LOG.warning("socket I/O left as pika does it: %s", exc)
         self._queue.clear()
         self._unsettled.clear()
         self._consume_channel = channel
