@@ -252,11 +252,13 @@ def bench_divert(uri: str) -> None:
 
 @bench.command("sidecar")
 @click.option("--uri", default="amqp://guest:guest@127.0.0.1:5672/%2F", show_default=True)
-def bench_sidecar(uri: str) -> None:
+@click.option("--prefetch", default=1000, show_default=True, type=click.IntRange(1, 65535),
+              help="The sidecar's ingress prefetch window.")
+def bench_sidecar(uri: str, prefetch: int) -> None:
     """Sidecar vs a native topic exchange: 1, 10, 100 queues per message and 10k bindings."""
     from rtroute.bench.sidecar import run
 
-    run(uri, echo=click.echo)
+    run(uri, echo=click.echo, prefetch=prefetch)
 
 
 @bench.command("confirms")

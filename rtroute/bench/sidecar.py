@@ -62,7 +62,8 @@ def _sidecar_status(port: int) -> dict:
         return json.load(r)
 
 
-def run_scenario(uri: str, scenario: Scenario, echo: Callable[[str], None]) -> dict:
+def run_scenario(uri: str, scenario: Scenario, echo: Callable[[str], None],
+                 prefetch: int = 1000) -> dict:
     """Measures one scenario on both paths; returns the rates and their ratio."""
     tag = uuid.uuid4().hex[:6]
     name, native = f"rtroute.bench.{tag}", f"rtroute.bench.{tag}.native"
@@ -71,7 +72,8 @@ def run_scenario(uri: str, scenario: Scenario, echo: Callable[[str], None]) -> d
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "rtroute.cli", "run", "--uri", uri, "--rtopic", name,
-         "--http", f"127.0.0.1:{port}", "--log-level", "WARNING", "--name", f"bench-{tag}"],
+         "--http", f"127.0.0.1:{port}", "--log-level", "WARNING", "--name", f"bench-{tag}",
+         "--prefetch", str(prefetch)],
         env=dict(os.environ))
     queues = [f"{name}.q{i}" for i in range(scenario.matched)]
     try:
@@ -119,10 +121,11 @@ def run_scenario(uri: str, scenario: Scenario, echo: Callable[[str], None]) -> d
 
 
 def run(uri: str = DEFAULT_URI, scenarios: list[Scenario] = SCENARIOS,
-        echo: Callable[[str], None] = print) -> list[dict]:
+        echo: Callable[[str], None] = print, prefetch: int = 1000) -> list[dict]:
     """Runs every scenario; prints progress and a table; returns the rows."""
-    echo(f"sidecar vs native topic exchange ({len(scenarios)} scenarios, 100-byte messages)")
-    rows = [run_scenario(uri, s, echo) for s in scenarios]
+    echo(f"sidecar vs native topic exchange ({len(scenarios)} scenarios, 100-byte messages, "
+         f"sidecar prefetch {prefetch})")
+    rows = [run_scenario(uri, s, echo, prefetch) for s in scenarios]
     echo("")
     echo("| scenario | messages | native msg/s | sidecar msg/s | sidecar / native |")
     echo("|---|---:|---:|---:|---:|")

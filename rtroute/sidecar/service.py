@@ -415,6 +415,7 @@ class Sidecar:
         # deliveries since the last flush, in delivery-tag order (all on one channel)
         self._batch: list[tuple[ManagedExchange, Any, Any, bytes]] = []
         self._flush_scheduled = False
+        self._ack_scheduled = False
         self._stopping = False
         self._stopped = threading.Event()
         # forwarding address -> what the broker has under that name (None: nothing)
@@ -987,6 +988,19 @@ class Sidecar:
             self._unsettled.remove(pending)
             ch.basic_nack(pending.tag, multiple=False, requeue=True)
             pending.exchange.counters.requeued += 1
+            return
+        # Confirms settle messages one at a time; acking each would cost a frame per message.
+        # One multiple-ack per ioloop turn covers everything settled by then.
+        if not self._ack_scheduled:
+            self._ack_scheduled = True
+            self._connection.ioloop.call_later(0, self._ack_settled)
+
+    def _ack_settled(self) -> None:
+        """Acks, with one ``multiple`` ack, the settled messages at the head of delivery order
+        (a message still awaiting confirms stops the run: nothing after it is covered)."""
+        self._ack_scheduled = False
+        ch = self._consume_channel
+        if ch is None or not ch.is_open:
             return
         last = None
         unsettled = self._unsettled
