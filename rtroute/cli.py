@@ -98,7 +98,7 @@ def run(config_path: str | None, uri: str | None, rtopic: tuple, http_listen: st
             config = load(config_path)
         except ConfigError as exc:
             raise click.ClickException(str(exc)) from None
-        specs = [ExchangeSpec.from_config(e) for e in config.exchanges]
+        specs = list(config.exchanges)
         uri = uri or config.broker.uri
         management_uri = config.broker.management_uri
         http_listen = http_listen or config.http.listen

@@ -28,7 +28,7 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import pika
@@ -46,6 +46,7 @@ from rtroute.amqp import (
     parse_uri,
 )
 from rtroute.amqp.socket_io import coalesce_io
+from rtroute.config import ExchangeConfig
 from rtroute.divert import (
     Divert,
     DivertError,
@@ -70,48 +71,13 @@ LOG = logging.getLogger("rtroute.sidecar")
 
 DEAD_LETTER_EXCHANGE = "rtroute.dead"
 DEAD_LETTER_QUEUE = "rtroute.dead"
-INGRESS_PREFIX = "rtroute.ingress."
 SOURCE_HEADER = "x-rtroute-exchange"
 DIVERT_HEADER = "x-rtroute-divert"
 REPROBE_INTERVAL = 10.0  # seconds between looks for forwarding addresses that did not exist
 
 
-@dataclass
-class ExchangeSpec:
-    """What the sidecar needs to serve one managed exchange (see ``[[exchange]]`` in DESIGN.md)."""
-
-    name: str
-    kind: str = "rtopic"
-    alternate_exchange: str | None = None
-    prefetch: int = 1000
-    ingress_queue_type: str = "classic"
-    bcc_alias_header: str = "x-rtroute-bcc"
-    # (type, destination, key) or (type, destination, key, arguments)
-    static_bindings: list[tuple] = field(default_factory=list)
-    max_hops: int = 16
-
-    @property
-    def ingress_queue(self) -> str:
-        return INGRESS_PREFIX + self.name
-
-    @property
-    def bindings_exchange(self) -> str:
-        return f"{self.name}.bindings"
-
-    @classmethod
-    def from_config(cls, config: Any) -> ExchangeSpec:
-        """From a :class:`rtroute.config.ExchangeConfig`."""
-        return cls(
-            name=config.name,
-            kind=config.kind,
-            alternate_exchange=config.alternate_exchange,
-            prefetch=config.prefetch,
-            ingress_queue_type=config.ingress_queue_type,
-            bcc_alias_header=config.bcc_alias_header,
-            static_bindings=[(b.destination_type, b.destination, b.key, dict(b.arguments))
-                             for b in config.bindings],
-            max_hops=config.max_hops,
-        )
+# One managed exchange, as the config declares it; the sidecar needs nothing more.
+ExchangeSpec = ExchangeConfig
 
 
 def declarations_for(spec: ExchangeSpec) -> list[dict]:
@@ -136,16 +102,15 @@ def declarations_for(spec: ExchangeSpec) -> list[dict]:
         {"method": "queue.bind", "queue": spec.ingress_queue, "exchange": spec.name,
          "routing_key": ""},
     ]
-    for dest_type, dest, key, *more in spec.static_bindings:
-        arguments = dict(more[0]) if more else {}
-        if dest_type == "queue":
-            decls.append({"method": "queue.bind", "queue": dest,
-                          "exchange": spec.bindings_exchange, "routing_key": key,
-                          "arguments": arguments})
+    for b in spec.bindings:
+        if b.destination_type == "queue":
+            decls.append({"method": "queue.bind", "queue": b.destination,
+                          "exchange": spec.bindings_exchange, "routing_key": b.key,
+                          "arguments": dict(b.arguments)})
         else:
-            decls.append({"method": "exchange.bind", "destination": dest,
-                          "source": spec.bindings_exchange, "routing_key": key,
-                          "arguments": arguments})
+            decls.append({"method": "exchange.bind", "destination": b.destination,
+                          "source": spec.bindings_exchange, "routing_key": b.key,
+                          "arguments": dict(b.arguments)})
     return decls
 
 
@@ -241,8 +206,8 @@ class ManagedExchange:
                 on_ready=lambda: self.on_bindings_ready(),
                 relist_interval=30.0)
         else:
-            for dest_type, dest, key, *_ in spec.static_bindings:
-                router.bind((dest_type, dest), key)
+            for b in spec.bindings:
+                router.bind((b.destination_type, b.destination), b.key)
 
     def set_state(self, state: str) -> None:
         if state != self.state:

@@ -1,6 +1,7 @@
 """Decisions for managed topic/direct/fanout/headers exchanges (RabbitMQ routes), pure logic."""
 from __future__ import annotations
 
+from rtroute.config import BindingConfig
 from rtroute.sidecar.router import BrokerRoutedRouter
 from rtroute.sidecar.service import ExchangeSpec, declarations_for
 
@@ -31,8 +32,8 @@ def test_a_bad_alias_or_key_is_an_error_with_the_headers_as_published():
 
 
 def test_bindings_exchange_is_a_real_exchange_of_the_kind_with_binding_arguments():
-    spec = ExchangeSpec("h", kind="headers", static_bindings=[
-        ("queue", "q", "", {"x-match": "any", "a": 1})])
+    spec = ExchangeSpec("h", kind="headers", bindings=[
+        BindingConfig("q", "", "queue", {"x-match": "any", "a": 1})])
     decls = declarations_for(spec)
     bindings_ex = next(d for d in decls if d.get("exchange") == "h.bindings")
     assert bindings_ex["type"] == "headers"
