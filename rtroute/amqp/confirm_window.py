@@ -35,6 +35,8 @@ from typing import Any, Callable
 import pika
 from pika.adapters.blocking_connection import BlockingChannel
 
+from rtroute.amqp.frames import emit
+
 __all__ = ["ConfirmWindow", "Outcome", "PublishFuture", "WindowClosed", "WindowFull"]
 
 LOGGER = logging.getLogger(__name__)
@@ -349,6 +351,67 @@ class ConfirmWindow:
             self._was_full = True
         return future
 
+    def read_confirms_from(self, reader: Any) -> None:
+        """Take this channel's confirms straight from ``reader``, a
+        :class:`rtroute.amqp.frames.FrameReader` on its connection (pika's per-frame dispatch
+        costs more than the rest of a small message's confirm). SelectConnection only."""
+        if self._blocking:
+            raise RuntimeError("read_confirms_from needs a SelectConnection channel")
+        reader.intercept_confirms(self._impl.channel_number, self._on_confirm)
+
+    def publish_frames(
+        self,
+        exchange: str,
+        routing_key: str,
+        data: bytes,
+        frame_count: int,
+        body: bytes | None = None,
+        mandatory: bool = False,
+        callback: Callable[[PublishFuture], Any] | None = None,
+        context: Any = None,
+    ) -> PublishFuture:
+        """Publish one message given as ready-made frames and track its confirm.
+
+        ``data`` is a ``basic.publish`` method frame for this channel (see
+        :func:`rtroute.amqp.frames.publish_frame`) with ``exchange``, ``routing_key`` and
+        ``mandatory``, followed by the content header and body frames of the message, for this
+        channel and within the connection's ``frame_max``; ``frame_count`` frames in all.
+        ``body`` (needed when ``mandatory``) is what a ``basic.return`` is matched against.
+        SelectConnection only; otherwise as :meth:`publish`.
+
+        Raises:
+            WindowFull, WindowClosed, RuntimeError: as :meth:`publish`.
+            pika.exceptions.ChannelWrongStateError: the channel or connection is closing.
+        """
+        if self._blocking:
+            raise RuntimeError("publish_frames needs a SelectConnection channel")
+        if not self._started:
+            raise RuntimeError("call ConfirmWindow.start() before publish_frames()")
+        if self._closed_reason is not None:
+            raise WindowClosed(self._closed_reason)
+        if len(self._pending) >= self._window:
+            self._was_full = True
+            raise WindowFull(f"{self._window} publishes in flight")
+        channel = self._impl
+        connection = channel.connection
+        if not channel.is_open or connection.is_closing or connection.is_closed:
+            raise pika.exceptions.ChannelWrongStateError("channel is closing or closed")
+        tag = self._next_tag
+        future = PublishFuture(self, tag, exchange, routing_key, body if mandatory else None,
+                               mandatory, callback, context)
+        self._pending[tag] = future
+        self._next_tag = tag + 1
+        if mandatory:
+            mandatory_queue = self._mandatory
+            while mandatory_queue and mandatory_queue[0].outcome is not None:
+                mandatory_queue.popleft()
+            mandatory_queue.append(future)
+        emit(connection, data, frame_count)
+        self.published += 1
+        if len(self._pending) >= self._window:
+            self._was_full = True
+        return future
+
     def when_drained(self, callback: Callable[[], Any]) -> None:
         """Call ``callback()`` once nothing is in flight (at once if already so).
 
@@ -371,14 +434,17 @@ class ConfirmWindow:
 
     def _on_ack_nack(self, frame: Any) -> None:
         method = frame.method
-        outcome = Outcome.ACKED if isinstance(method, pika.spec.Basic.Ack) else Outcome.NACKED
-        tag = method.delivery_tag
+        self._on_confirm(method.delivery_tag, method.multiple,
+                         isinstance(method, pika.spec.Basic.Ack))
+
+    def _on_confirm(self, tag: int, multiple: bool, acked: bool) -> None:
+        outcome = Outcome.ACKED if acked else Outcome.NACKED
         if tag >= self._next_tag:
             LOGGER.warning("confirm for unknown sequence number %d ignored", tag)
             return
         now = time.perf_counter()
         pending = self._pending
-        if method.multiple:
+        if multiple:
             if tag == 0:  # AMQP: multiple with tag 0 means every outstanding publish
                 tag = self._next_tag - 1
             for seq in range(self._lowest_unsettled, tag + 1):

@@ -6,7 +6,7 @@ One module per concern, as in the plugin:
   :mod:`~rtroute.shovel.importers` and :mod:`~rtroute.shovel.erlang_terms` read the plugin's
   own configurations (``rabbitmq.config`` terms, definitions exports);
 - :mod:`~rtroute.shovel.worker`: one shovel as a state machine (``ShovelWorker``);
-  :mod:`~rtroute.shovel.frames`: its pass-through fast path at the AMQP frame level;
+  its pass-through fast path works at the AMQP frame level (:mod:`rtroute.amqp.frames`);
 - :mod:`~rtroute.shovel.status`: states, counters and the registry that ``/status`` and
   ``/metrics`` serve;
 - :mod:`~rtroute.shovel.runner`: several shovels in one process (``ShovelRunner``, ``serve``);

@@ -12,7 +12,7 @@ and declares, ``running`` while it moves messages, ``blocked`` while the destina
 ``connection.blocked``, and ``terminated`` (with the reason) between sessions or for good
 (``reconnect_delay = 0``, ``src-delete-after`` reached, or stopped).
 
-Messages pass through as frames (:mod:`rtroute.shovel.frames`): the content header and body
+Messages pass through as frames (:mod:`rtroute.amqp.frames`): the content header and body
 frames the source sent are written to the destination behind a new ``basic.publish``; the
 properties are decoded only for a selector filter or when the shovel changes them.
 
@@ -55,9 +55,8 @@ import pika
 import pika.exceptions
 from pika.adapters.select_connection import IOLoop
 
-from rtroute.amqp import declare_async, parse_uri
+from rtroute.amqp import declare_async, frames, parse_uri
 from rtroute.amqp.uri import AmqpUri
-from rtroute.shovel import frames
 from rtroute.shovel.config import ShovelConfig
 from rtroute.shovel.status import ShovelState, ShovelStatus, scrub
 
@@ -139,7 +138,7 @@ def forward_header_table(
 
 class _Entry:
     """One source delivery on its way: where it was published and its content frames as
-    received (see :mod:`rtroute.shovel.frames`)."""
+    received (see :mod:`rtroute.amqp.frames`)."""
 
     __slots__ = ("attempts", "done", "exchange", "parts", "returned", "routing_key", "stuck",
                  "tag")

@@ -42,10 +42,10 @@ from rtroute.amqp import (
     ReconnectingConnection,
     WindowClosed,
     WindowFull,
+    frames,
     mask_uri,
     parse_uri,
 )
-from rtroute.amqp.socket_io import coalesce_io
 from rtroute.config import ExchangeConfig
 from rtroute.divert import (
     Divert,
@@ -60,6 +60,7 @@ from rtroute.divert import (
 )
 from rtroute.divert.copies import EXCHANGE, QUEUE
 from rtroute.selector import MessageFacts
+from rtroute.sidecar.ingress import IngressMessage
 from rtroute.sidecar.router import (
     ERROR_HEADER,
     BrokerRoutedRouter,
@@ -74,6 +75,7 @@ DEAD_LETTER_QUEUE = "rtroute.dead"
 SOURCE_HEADER = "x-rtroute-exchange"
 DIVERT_HEADER = "x-rtroute-divert"
 REPROBE_INTERVAL = 10.0  # seconds between looks for forwarding addresses that did not exist
+METHOD_FRAME_CACHE = 10_000  # basic.publish frames kept, by (exchange, routing key)
 
 
 # One managed exchange, as the config declares it; the sidecar needs nothing more.
@@ -157,13 +159,19 @@ DEAD = "dead"  # a dead letter (of the message or of a copy)
 
 
 class _Out:
-    """One republish waiting for room in the confirm window (then the context of its confirm)."""
+    """One republish waiting for room in the confirm window (then the context of its confirm).
 
-    __slots__ = ("body", "divert", "exchange", "pending", "properties", "role", "routing_key")
+    Either ``properties`` (pika encodes the message) or ``frames``: the ready-made frames of an
+    original republish (``frame_count`` of them), built from the ingress frames.
+    """
 
-    def __init__(self, exchange: str, routing_key: str, properties: pika.BasicProperties,
+    __slots__ = ("body", "divert", "exchange", "frame_count", "frames", "pending", "properties",
+                 "role", "routing_key")
+
+    def __init__(self, exchange: str, routing_key: str, properties: pika.BasicProperties | None,
                  body: bytes, pending: _Pending, role: str = ORIGINAL,
-                 divert: Divert | None = None) -> None:
+                 divert: Divert | None = None, frames: bytes | None = None,
+                 frame_count: int = 0) -> None:
         self.exchange = exchange
         self.routing_key = routing_key
         self.properties = properties
@@ -171,6 +179,8 @@ class _Out:
         self.pending = pending
         self.role = role
         self.divert = divert
+        self.frames = frames
+        self.frame_count = frame_count
 
 
 class ManagedExchange:
@@ -375,10 +385,15 @@ class Sidecar:
             connection_name=connection_name)
         self._window: ConfirmWindow | None = None
         self._consume_channel: Any = None
+        self._reader: frames.FrameReader | None = None
+        self._consumers: dict[str, ManagedExchange] = {}  # consumer tag -> exchange
+        self._publish_channel = 0  # the confirm window's channel number
+        # (exchange, routing key) -> basic.publish frame on the publish channel
+        self._method_frames: dict[tuple[str, str], bytes] = {}
         self._queue: collections.deque[_Out] = collections.deque()
         self._unsettled: collections.deque[_Pending] = collections.deque()
         # deliveries since the last flush, in delivery-tag order (all on one channel)
-        self._batch: list[tuple[ManagedExchange, Any, Any, bytes]] = []
+        self._batch: list[IngressMessage] = []
         self._flush_scheduled = False
         self._ack_scheduled = False
         self._stopping = False
@@ -543,12 +558,14 @@ class Sidecar:
     # -- ioloop thread: connection life cycle ---------------------------------------------------
     def _on_ready(self, connection: Any, channel: Any, _last_queue: str | None) -> None:
         self.connects += 1
-        try:
-            coalesce_io(connection)  # one send per ioloop turn, not one per frame
-        except RuntimeError as exc:
-            LOG.warning("socket I/O left as pika does it: %s", exc)
+        # Deliveries and confirms are read as frames, republishes written as frames, and the
+        # socket written once per ioloop turn: pika's per-frame objects cost more than routing.
+        self._reader = frames.install(connection)
+        self._reader.intercept(channel.channel_number, self._on_delivery, detailed=True)
         self._queue.clear()
         self._unsettled.clear()
+        self._consumers.clear()
+        self._method_frames.clear()
         self._consume_channel = channel
         channel.add_on_close_callback(self._on_channel_closed)
         for ex in self.exchanges.values():
@@ -560,7 +577,9 @@ class Sidecar:
                                    low_watermark=self._window_size // 2,
                                    on_writable=self._drain_queue,
                                    on_closed=self._on_window_closed)
+            window.read_confirms_from(self._reader)
             self._window = window
+            self._publish_channel = publish_channel.channel_number
             window.start(on_ready=lambda: self._probe_targets(
                 connection, self._forwarding_names(), lambda: self._start_exchanges(connection)))
 
@@ -630,9 +649,9 @@ class Sidecar:
         if not ch.is_open:
             return
         ch.basic_qos(prefetch_count=ex.spec.prefetch)
-        ex.consumer_tag = ch.basic_consume(
-            ex.spec.ingress_queue,
-            lambda _ch, method, props, body, ex=ex: self._on_message(ex, method, props, body))
+        # deliveries reach _on_delivery through the frame reader; pika never sees them
+        ex.consumer_tag = ch.basic_consume(ex.spec.ingress_queue, self._on_unexpected_message)
+        self._consumers[ex.consumer_tag] = ex
         ex.set_state("running")
         LOG.info("exchange %s: consuming %s (%s bindings known)", ex.spec.name,
                  ex.spec.ingress_queue,
@@ -729,8 +748,19 @@ class Sidecar:
         check()
 
     # -- ioloop thread: the message path --------------------------------------------------------
-    def _on_message(self, ex: ManagedExchange, method: Any, props: Any, body: bytes) -> None:
-        self._batch.append((ex, method, props, body))
+    def _on_unexpected_message(self, _channel: Any, method: Any, _props: Any, _body: Any
+                               ) -> None:
+        LOG.error("delivery %d bypassed the frame reader: reconnecting", method.delivery_tag)
+        self._reconnect_now()
+
+    def _on_delivery(self, tag: int, _exchange: bytes, routing_key: bytes, parts: list,
+                     consumer_tag: str, redelivered: bool) -> None:
+        ex = self._consumers.get(consumer_tag)
+        if ex is None:  # cannot happen: every consume registers its tag first
+            LOG.error("delivery %d for unknown consumer %r: reconnecting", tag, consumer_tag)
+            self._reconnect_now()
+            return
+        self._batch.append(IngressMessage(ex, tag, redelivered, routing_key, parts))
         if not self._flush_scheduled:
             self._flush_scheduled = True
             self._connection.ioloop.call_later(0, self._flush)
@@ -746,91 +776,109 @@ class Sidecar:
         self._flush_scheduled = False
         batch, self._batch = self._batch, []
         if batch:
-            first = batch[0][0]
-            if all(item[0] is first for item in batch):
+            first = batch[0].exchange
+            if all(m.exchange is first for m in batch):
                 outcomes = self._decide(first, batch)
             else:
                 by_exchange: dict[str, list[int]] = {}
-                for i, item in enumerate(batch):
-                    by_exchange.setdefault(item[0].spec.name, []).append(i)
+                for i, m in enumerate(batch):
+                    by_exchange.setdefault(m.exchange.spec.name, []).append(i)
                 outcomes = [None] * len(batch)  # type: ignore[list-item]
                 for indices in by_exchange.values():
-                    decided = self._decide(batch[indices[0]][0], [batch[i] for i in indices])
+                    decided = self._decide(batch[indices[0]].exchange,
+                                           [batch[i] for i in indices])
                     for i, outcome in zip(indices, decided):
                         outcomes[i] = outcome
             dispatch = self._dispatch
-            for (ex, method, props, body), (decision, verdict) in zip(batch, outcomes):
-                dispatch(ex, method, props, body, decision, verdict)
+            for m, (decision, verdict) in zip(batch, outcomes):
+                dispatch(m, decision, verdict)
         self._drain_queue()
 
-    def _decide(self, ex: ManagedExchange, batch: list[tuple[ManagedExchange, Any, Any, bytes]]
+    def _decide(self, ex: ManagedExchange, batch: list[IngressMessage]
                 ) -> list[tuple[Decision | None, Verdict | None]]:
         """The divert stage, then the routing of what goes on: per message ``(decision,
-        verdict)``; ``decision`` is None for a message an exclusive divert took."""
+        verdict)``; ``decision`` is None for a message an exclusive divert took. A message
+        whose headers cannot be decoded is dead-lettered, untouched by diverts."""
         name = ex.spec.name
         c = ex.counters
         c.received += len(batch)
-        c.redelivered += sum(1 for _, method, _, _ in batch if method.redelivered)
+        c.redelivered += sum(1 for m in batch if m.redelivered)
         if not self.diverts.watches(name):
-            decisions = ex.router.decide_many(
-                [(method.routing_key, props.headers) for _, method, props, _ in batch])
-            return [(d, None) for d in decisions]
+            decisions = ex.router.decide_many([(m.routing_key, m.headers) for m in batch])
+            return [(d if m.error is None else Decision(error=m.error), None)
+                    for m, d in zip(batch, decisions)]
         evaluate = self.diverts.evaluate
         if self.diverts.needs_message(name):
-            verdicts = [evaluate(name, props.headers, MessageFacts(props, len(body), name))
-                        for _, _, props, body in batch]
+            verdicts = [None if m.error else
+                        evaluate(name, m.headers, MessageFacts(m.props, m.body_size, name))
+                        for m in batch]
         else:
-            verdicts = [evaluate(name, props.headers) for _, _, props, _ in batch]
+            verdicts = [None if m.error else evaluate(name, m.headers) for m in batch]
         decisions = iter(ex.router.decide_many(
-            [(method.routing_key, props.headers)
-             for (_, method, props, _), v in zip(batch, verdicts) if v.original]))
-        return [(next(decisions) if v.original else None, v) for v in verdicts]
+            [(m.routing_key, m.headers) for m, v in zip(batch, verdicts)
+             if v is not None and v.original]))
+        return [(Decision(error=m.error), None) if v is None else
+                (next(decisions) if v.original else None, v)
+                for m, v in zip(batch, verdicts)]
 
-    def _dispatch(self, ex: ManagedExchange, method: Any, props: Any, body: bytes,
-                  decision: Decision | None, verdict: Verdict | None) -> None:
-        pending = _Pending(ex, method.delivery_tag, 0)
+    def _dispatch(self, m: IngressMessage, decision: Decision | None,
+                  verdict: Verdict | None) -> None:
+        ex = m.exchange
+        pending = _Pending(ex, m.tag, 0)
         outs: list[_Out] = []
         if decision is not None:
-            outs += self._original_outs(ex, method, props, body, decision, pending)
+            outs += self._original_outs(m, decision, pending)
         else:
             ex.counters.diverted += 1
         if verdict is not None and verdict.fired:
-            outs += self._copy_outs(ex, method, props, body, verdict, pending)
+            outs += self._copy_outs(m, verdict, pending)
         pending.remaining = len(outs)
         self._unsettled.append(pending)
         self._queue.extend(outs)
         if not outs:
             self._settle(pending)
 
-    def _original_outs(self, ex: ManagedExchange, method: Any, props: Any, body: bytes,
-                       decision: Decision, pending: _Pending) -> list[_Out]:
+    def _original_outs(self, m: IngressMessage, decision: Decision, pending: _Pending
+                       ) -> list[_Out]:
+        ex = m.exchange
         c = ex.counters
+        routing_key = m.routing_key if isinstance(m.routing_key, str) else ""
         if decision.error is not None:
             c.dead_lettered += 1
             LOG.warning("exchange %s: dead-lettering a message: %s", ex.spec.name,
                         decision.error)
-            routing_key = method.routing_key if isinstance(method.routing_key, str) else ""
-            return [self._dead_letter(ex, routing_key, props, decision.headers, body,
+            if m.error is not None:  # nothing of its properties can be trusted
+                return [self._dead_letter(ex, routing_key, {}, {}, m.body, decision.error,
+                                          pending)]
+            return [self._dead_letter(ex, routing_key, m.props, decision.headers, m.body,
                                       decision.error, pending)]
         if decision.unroutable:
             c.unroutable += 1
         elif not ex.broker_routed:
             c.routed += 1  # broker-routed exchanges count on the confirm (returned or not)
         outs = []
+        drop = (ex.spec.bcc_alias_header, "BCC")
+        channel = self._publish_channel
+        method_frames = self._method_frames
         for p in decision.publishes:
-            headers = decision.headers
-            if p.bcc:
-                headers = dict(headers)
-                headers["BCC"] = list(p.bcc)
-            outs.append(_Out(p.exchange, p.routing_key, _with_headers(props, headers), body,
-                             pending))
+            method = method_frames.get((p.exchange, p.routing_key))
+            if method is None:
+                method = frames.publish_frame(channel, frames.shortstr(p.exchange),
+                                              frames.shortstr(p.routing_key), mandatory=True)
+                if len(method_frames) >= METHOD_FRAME_CACHE:
+                    method_frames.clear()
+                method_frames[(p.exchange, p.routing_key)] = method
+            data, count = m.republish_frames(channel, method, drop, p.bcc)
+            outs.append(_Out(p.exchange, p.routing_key, None, m.body, pending, frames=data,
+                             frame_count=count))
         return outs
 
-    def _copy_outs(self, ex: ManagedExchange, method: Any, props: Any, body: bytes,
-                   verdict: Verdict, pending: _Pending) -> list[_Out]:
+    def _copy_outs(self, m: IngressMessage, verdict: Verdict, pending: _Pending
+                   ) -> list[_Out]:
+        ex = m.exchange
         source = ex.spec.name
-        routing_key = method.routing_key if isinstance(method.routing_key, str) else ""
-        original = Message.from_amqp(source, routing_key, props, body)
+        routing_key = m.routing_key if isinstance(m.routing_key, str) else ""
+        original = Message.from_amqp(source, routing_key, m.props, m.body)
         outs = []
         for divert in verdict.fired:
             for address in divert.forwarding_addresses:
@@ -887,6 +935,11 @@ class Sidecar:
         while queue and window.has_room:
             out = queue.popleft()
             try:
+                if out.frames is not None:
+                    window.publish_frames(out.exchange, out.routing_key, out.frames,
+                                          out.frame_count, out.body, mandatory=True,
+                                          callback=self._on_confirm, context=out)
+                    continue
                 window.publish(out.exchange, out.routing_key, out.body, out.properties,
                                mandatory=True, callback=self._on_confirm, context=out)
             except (WindowFull, WindowClosed, pika.exceptions.ChannelWrongStateError):
@@ -908,8 +961,8 @@ class Sidecar:
             headers[DIVERT_HEADER] = out.divert.name
             if out.role == COPY:
                 out.divert.dead_lettered += 1
-        properties = pika.BasicProperties(headers=headers,
-                                          message_id=out.properties.message_id)
+        message_id = out.properties.message_id if out.properties is not None else None
+        properties = pika.BasicProperties(headers=headers, message_id=message_id)
         return _Out(DEAD_LETTER_EXCHANGE, "", properties, out.body, out.pending, DEAD,
                     out.divert)
 

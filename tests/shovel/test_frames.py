@@ -6,7 +6,7 @@ import random
 import pika.spec
 from pika import frame as pika_frame
 
-from rtroute.shovel import frames
+from rtroute.amqp import frames
 from rtroute.shovel.commands import format_table
 from rtroute.shovel.status import ShovelState, StatusRegistry, scrub
 from rtroute.shovel.worker import forward_header_table, uri_without_credentials
@@ -73,6 +73,17 @@ def test_the_frame_reader_intercepts_deliveries_across_any_read_boundaries():
         assert kinds == ["Method", "Heartbeat", "Method", "Header", "Body"]  # to pika
         assert connection._frame_buffer == b""
         assert connection.bytes_received == len(stream)
+
+
+def test_detailed_interception_adds_the_consumer_tag_and_the_redelivered_flag():
+    stream = deliver_frames(1, 1, "ex", "a", b"one") + deliver_frames(1, 2, "ex", "b", b"")
+    connection = FakeConnection()
+    reader = frames.FrameReader(connection)
+    got: list = []
+    reader.intercept(1, lambda *args: got.append(args), detailed=True)
+    reader(stream)
+    assert [(g[0], g[4], g[5]) for g in got] == [(1, "ctag-1", True), (2, "ctag-1", False)]
+    assert [frames.body_of(g[3]) for g in got] == [b"one", b""]
 
 
 def test_publish_frame_decodes_as_basic_publish():

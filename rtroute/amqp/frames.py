@@ -53,7 +53,7 @@ _U64 = struct.Struct(">Q").unpack_from
 _PROPERTIES_OFFSET = 7 + 12  # frame head + class, weight, body size
 
 
-OnDelivery = Callable[[int, bytes, bytes, list], Any]
+OnDelivery = Callable[..., Any]
 OnConfirm = Callable[[int, bool, bool], Any]
 
 
@@ -129,13 +129,14 @@ class FrameReader:
     After :meth:`intercept`, every ``basic.deliver`` on that channel and its content frames go
     to ``on_delivery(delivery_tag, exchange, routing_key, parts)``: the exchange and routing
     key as short strings (length octet included), ``parts`` the header frame and the body
-    frames as received. After :meth:`intercept_confirms`, every ``basic.ack``/``basic.nack``
+    frames as received; with ``detailed``, also the consumer tag (``str``) and the redelivered
+    flag (several consumers on one channel). After :meth:`intercept_confirms`, every ``basic.ack``/``basic.nack``
     on that channel goes to ``on_confirm(delivery_tag, multiple, acked)``. Everything else
     (returns included, which precede the confirm of their publish) goes to pika, in order.
     """
 
     __slots__ = ("_body_left", "_channel", "_confirm_channel", "_connection", "_delivery",
-                 "_on_confirm", "_on_delivery", "_parts", "_process")
+                 "_detailed", "_on_confirm", "_on_delivery", "_parts", "_process")
 
     def __init__(self, connection: Any) -> None:
         self._connection = connection
@@ -144,14 +145,17 @@ class FrameReader:
         self._confirm_channel = -1
         self._on_delivery: OnDelivery | None = None
         self._on_confirm: OnConfirm | None = None
-        self._delivery: tuple[int, bytes, bytes] | None = None
+        self._delivery: tuple | None = None
         self._parts: list[bytes] = []
         self._body_left = 0
+        self._detailed = False
 
-    def intercept(self, channel: int, on_delivery: OnDelivery) -> None:
-        """Hand deliveries on ``channel`` to ``on_delivery`` from now on."""
+    def intercept(self, channel: int, on_delivery: OnDelivery, detailed: bool = False) -> None:
+        """Hand deliveries on ``channel`` to ``on_delivery`` from now on (``detailed``: with
+        the consumer tag and the redelivered flag)."""
         self._channel = channel
         self._on_delivery = on_delivery
+        self._detailed = detailed
 
     def intercept_confirms(self, channel: int, on_confirm: OnConfirm) -> None:
         """Hand publisher confirms on ``channel`` to ``on_confirm`` from now on."""
@@ -201,13 +205,21 @@ class FrameReader:
                         continue
                     if kind == FRAME_METHOD and buffer[offset + 7:offset + 11] == _DELIVER:
                         pos = offset + 11
-                        pos += 1 + buffer[pos]                    # consumer tag
+                        consumer_tag = pos + 1
+                        pos = consumer_tag + buffer[pos]
                         tag = _U64(buffer, pos)[0]
-                        pos += 9                                  # tag, redelivered
+                        redelivered = pos + 8
+                        pos += 9
                         exchange_end = pos + 1 + buffer[pos]
                         key_end = exchange_end + 1 + buffer[exchange_end]
-                        self._delivery = (tag, buffer[pos:exchange_end],
-                                          buffer[exchange_end:key_end])
+                        if self._detailed:
+                            self._delivery = (
+                                tag, buffer[pos:exchange_end], buffer[exchange_end:key_end],
+                                buffer[consumer_tag:redelivered - 8].decode("utf-8", "replace"),
+                                bool(buffer[redelivered] & 1))
+                        else:
+                            self._delivery = (tag, buffer[pos:exchange_end],
+                                              buffer[exchange_end:key_end])
                         connection.bytes_received += frame_end - offset
                         offset = frame_end
                         continue
@@ -219,11 +231,17 @@ class FrameReader:
             connection._frame_buffer = buffer[offset:] if offset else buffer
 
     def _deliver(self) -> None:
-        tag, exchange, key = self._delivery  # type: ignore[misc]
+        delivery = self._delivery
         parts = self._parts
         self._delivery = None
         self._parts = []
-        self._on_delivery(tag, exchange, key, parts)  # type: ignore[misc]
+        if self._detailed:
+            tag, exchange, key, consumer_tag, redelivered = delivery  # type: ignore[misc]
+            self._on_delivery(tag, exchange, key, parts, consumer_tag,  # type: ignore[misc]
+                              redelivered)
+        else:
+            tag, exchange, key = delivery  # type: ignore[misc]
+            self._on_delivery(tag, exchange, key, parts)  # type: ignore[misc]
 
 
 def install(connection: Any) -> FrameReader:
