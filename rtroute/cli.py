@@ -254,11 +254,13 @@ def bench_divert(uri: str) -> None:
 @click.option("--uri", default="amqp://guest:guest@127.0.0.1:5672/%2F", show_default=True)
 @click.option("--prefetch", default=1000, show_default=True, type=click.IntRange(1, 65535),
               help="The sidecar's ingress prefetch window.")
-def bench_sidecar(uri: str, prefetch: int) -> None:
+@click.option("--repeat", default=3, show_default=True, type=click.IntRange(1, 50),
+              help="Runs per scenario (the two paths alternate); the table shows medians.")
+def bench_sidecar(uri: str, prefetch: int, repeat: int) -> None:
     """Sidecar vs a native topic exchange: 1, 10, 100 queues per message and 10k bindings."""
     from rtroute.bench.sidecar import run
 
-    run(uri, echo=click.echo, prefetch=prefetch)
+    run(uri, echo=click.echo, prefetch=prefetch, repeat=repeat)
 
 
 @bench.command("confirms")

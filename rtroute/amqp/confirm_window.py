@@ -207,6 +207,9 @@ class ConfirmWindow:
         self._was_full = False
         self._closed_reason: str | None = None
         self._drain_callbacks: list[Callable[[], Any]] = []
+        self._frames: list[bytes] = []  # publish_frames data not yet written
+        self._frame_count = 0
+        self._flush_scheduled = False
         self._condition = threading.Condition()
         self._waiters = 0
         self.published = 0
@@ -318,6 +321,8 @@ class ConfirmWindow:
                 raise WindowClosed(self._closed_reason)
         if isinstance(body, str):
             body = body.encode("utf-8")
+        if self._frames:
+            self.flush_frames()  # publishes reach the broker in sequence-number order
         tag = self._next_tag
         future = PublishFuture(
             self, tag, exchange, routing_key, body if mandatory else None, mandatory,
@@ -379,6 +384,10 @@ class ConfirmWindow:
         ``body`` (needed when ``mandatory``) is what a ``basic.return`` is matched against.
         SelectConnection only; otherwise as :meth:`publish`.
 
+        The frames are written with the next :meth:`flush_frames`, which the window calls
+        before any :meth:`publish` and at the end of the ioloop turn (call it sooner to write
+        a burst at once).
+
         Raises:
             WindowFull, WindowClosed, RuntimeError: as :meth:`publish`.
             pika.exceptions.ChannelWrongStateError: the channel or connection is closing.
@@ -406,11 +415,28 @@ class ConfirmWindow:
             while mandatory_queue and mandatory_queue[0].outcome is not None:
                 mandatory_queue.popleft()
             mandatory_queue.append(future)
-        emit(connection, data, frame_count)
+        self._frames.append(data)
+        self._frame_count += frame_count
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            connection.ioloop.call_later(0, self.flush_frames)
         self.published += 1
         if len(self._pending) >= self._window:
             self._was_full = True
         return future
+
+    def flush_frames(self) -> None:
+        """Write what :meth:`publish_frames` buffered (one write for the lot)."""
+        self._flush_scheduled = False
+        if not self._frames:
+            return
+        data = b"".join(self._frames) if len(self._frames) > 1 else self._frames[0]
+        count = self._frame_count
+        self._frames = []
+        self._frame_count = 0
+        connection = self._impl.connection
+        if self._closed_reason is None and not (connection.is_closing or connection.is_closed):
+            emit(connection, data, count)
 
     def when_drained(self, callback: Callable[[], Any]) -> None:
         """Call ``callback()`` once nothing is in flight (at once if already so).
@@ -495,6 +521,8 @@ class ConfirmWindow:
 
     def _on_channel_closed(self, _channel: Any, reason: Exception) -> None:
         self._closed_reason = str(reason) or type(reason).__name__
+        self._frames = []  # never written: their publishes fail below
+        self._frame_count = 0
         now = time.perf_counter()
         pending = self._pending
         for tag in sorted(pending):

@@ -39,7 +39,7 @@ FLAG_HEADERS = 1 << 13
 FLAG_CONTINUATION = 1
 _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
-_FRAME_END = b"\xce"
+_HEAD = struct.Struct(">BHI")  # frame type, channel, payload size
 
 # (start, end) of the headers field (its 4-byte size included) in the frame; start == end when
 # the message has no headers, and is then where the field would go.
@@ -133,7 +133,8 @@ def with_headers_table(header: bytes, channel: int, span: HeadersSpan, entries: 
     table stays a table).
     """
     start, end = span
-    flags = _U16.unpack_from(header, FLAGS_OFFSET)[0] | FLAG_HEADERS
-    payload = b"".join((header[7:FLAGS_OFFSET], _U16.pack(flags), header[FLAGS_OFFSET + 2:start],
-                        _U32.pack(len(entries)), entries, header[end:-1]))
-    return b"\x02" + _U16.pack(channel) + _U32.pack(len(payload)) + payload + _FRAME_END
+    size = len(header) - 8 + len(entries) - (end - start - 4)
+    return b"".join((_HEAD.pack(2, channel, size), header[7:FLAGS_OFFSET],
+                     bytes((header[FLAGS_OFFSET] | FLAG_HEADERS >> 8, header[FLAGS_OFFSET + 1])),
+                     header[FLAGS_OFFSET + 2:start], _U32.pack(len(entries)), entries,
+                     header[end:]))

@@ -3,12 +3,15 @@
 Both paths deliver the same messages to the same queues. Each is timed from the first publish
 until the destination queues hold every copy, with a fast publisher (windowed confirms, no
 per-message wait), so that the routing path is what is measured. The sidecar runs as its own
-`rtroute run` process, as in production.
+`rtroute run` process, as in production. Each scenario runs ``repeat`` times, the two paths
+alternating, and reports the median rates (on a small machine the broker, the publisher and the
+sidecar share the cores, and single runs vary by about 10%).
 """
 from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -63,8 +66,9 @@ def _sidecar_status(port: int) -> dict:
 
 
 def run_scenario(uri: str, scenario: Scenario, echo: Callable[[str], None],
-                 prefetch: int = 1000) -> dict:
-    """Measures one scenario on both paths; returns the rates and their ratio."""
+                 prefetch: int = 1000, repeat: int = 3) -> dict:
+    """Measures one scenario on both paths ``repeat`` times; returns the median rates, their
+    ratio and every run's rates."""
     tag = uuid.uuid4().hex[:6]
     name, native = f"rtroute.bench.{tag}", f"rtroute.bench.{tag}.native"
     conn = connect_blocking(uri)
@@ -98,14 +102,16 @@ def run_scenario(uri: str, scenario: Scenario, echo: Callable[[str], None],
             if time.monotonic() > deadline or proc.poll() is not None:
                 raise RuntimeError("the sidecar did not come up")
             time.sleep(0.1)
-        for q in queues:
-            ch.queue_purge(q)
-        echo(f"  {scenario.label}: native topic exchange ...")
-        native_rate = _timed_publish(uri, native, "bench.x", scenario, ch, queues)
-        for q in queues:
-            ch.queue_purge(q)
-        echo(f"  {scenario.label}: sidecar ...")
-        sidecar_rate = _timed_publish(uri, name, "bench.*", scenario, ch, queues)
+        native_rates, sidecar_rates = [], []
+        for run_number in range(1, repeat + 1):
+            for q in queues:
+                ch.queue_purge(q)
+            native_rates.append(_timed_publish(uri, native, "bench.x", scenario, ch, queues))
+            for q in queues:
+                ch.queue_purge(q)
+            sidecar_rates.append(_timed_publish(uri, name, "bench.*", scenario, ch, queues))
+            echo(f"  {scenario.label}, run {run_number}/{repeat}: native "
+                 f"{native_rates[-1]:,.0f} msg/s, sidecar {sidecar_rates[-1]:,.0f} msg/s")
     finally:
         proc.terminate()
         proc.wait(30)
@@ -115,21 +121,29 @@ def run_scenario(uri: str, scenario: Scenario, echo: Callable[[str], None],
             ch.exchange_delete(x)
         ch.queue_delete(f"rtroute.ingress.{name}")
         conn.close()
+    native_rate = statistics.median(native_rates)
+    sidecar_rate = statistics.median(sidecar_rates)
     return {"scenario": scenario.label, "messages": scenario.messages,
             "native_msgs_per_s": native_rate, "sidecar_msgs_per_s": sidecar_rate,
-            "ratio": sidecar_rate / native_rate}
+            "ratio": sidecar_rate / native_rate,
+            "runs": [{"native_msgs_per_s": n, "sidecar_msgs_per_s": s}
+                     for n, s in zip(native_rates, sidecar_rates)]}
 
 
 def run(uri: str = DEFAULT_URI, scenarios: list[Scenario] = SCENARIOS,
-        echo: Callable[[str], None] = print, prefetch: int = 1000) -> list[dict]:
-    """Runs every scenario; prints progress and a table; returns the rows."""
+        echo: Callable[[str], None] = print, prefetch: int = 1000,
+        repeat: int = 3) -> list[dict]:
+    """Runs every scenario; prints progress and a table of medians; returns the rows."""
     echo(f"sidecar vs native topic exchange ({len(scenarios)} scenarios, 100-byte messages, "
-         f"sidecar prefetch {prefetch})")
-    rows = [run_scenario(uri, s, echo, prefetch) for s in scenarios]
+         f"sidecar prefetch {prefetch}, median of {repeat} runs)")
+    rows = [run_scenario(uri, s, echo, prefetch, repeat) for s in scenarios]
     echo("")
-    echo("| scenario | messages | native msg/s | sidecar msg/s | sidecar / native |")
-    echo("|---|---:|---:|---:|---:|")
+    echo("| scenario | messages | native msg/s | sidecar msg/s | sidecar / native | "
+         "range of run ratios |")
+    echo("|---|---:|---:|---:|---:|---|")
     for r in rows:
+        ratios = [x["sidecar_msgs_per_s"] / x["native_msgs_per_s"] for x in r["runs"]]
         echo(f"| {r['scenario']} | {r['messages']:,} | {r['native_msgs_per_s']:,.0f} | "
-             f"{r['sidecar_msgs_per_s']:,.0f} | {r['ratio']:.2f} |")
+             f"{r['sidecar_msgs_per_s']:,.0f} | {r['ratio']:.2f} | "
+             f"{min(ratios):.2f}-{max(ratios):.2f} |")
     return rows

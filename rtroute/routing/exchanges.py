@@ -118,10 +118,15 @@ class _Exchange:
             routing_key = decode_key(routing_key, MAX_BINDING_BYTES, "routing key")
             cc, bcc = extra_routing_keys(headers)
             order.append(groups.setdefault((routing_key, *cc, *bcc), len(groups)))
-        matched = self._match_groups([list(g) for g in groups])
+        matched = self.match_queries(list(groups))
         return [matched[i] for i in order]
 
-    def _match_groups(self, groups: list[list[str]]) -> list[set[str]]:
+    def match_queries(self, queries: Sequence[Sequence[str]]) -> list[set[str]]:
+        """The binding keys each query matches; a query is the routing key followed by the
+        CC and BCC keys of one publish, each already checked (:func:`decode_key`)."""
+        return self._match_groups(queries)
+
+    def _match_groups(self, groups: Sequence[Sequence[str]]) -> list[set[str]]:
         raise NotImplementedError
 
     def _key_added(self, key: str) -> None:
@@ -146,7 +151,7 @@ class _TrieExchange(_Exchange):
     def _key_removed(self, key: str) -> None:
         self._matcher.remove(key)
 
-    def _match_groups(self, groups: list[list[str]]) -> list[set[str]]:
+    def _match_groups(self, groups: Sequence[Sequence[str]]) -> list[set[str]]:
         flat = [q for group in groups for q in group]
         results = iter(self._matcher.match_many(flat))
         out = []
@@ -177,7 +182,7 @@ class DirectExchange(_Exchange):
 
     kind = "direct"
 
-    def _match_groups(self, groups: list[list[str]]) -> list[set[str]]:
+    def _match_groups(self, groups: Sequence[Sequence[str]]) -> list[set[str]]:
         known = self._destinations_by_key
         return [{q for q in group if q in known} for group in groups]
 
@@ -187,7 +192,7 @@ class FanoutExchange(_Exchange):
 
     kind = "fanout"
 
-    def _match_groups(self, groups: list[list[str]]) -> list[set[str]]:
+    def _match_groups(self, groups: Sequence[Sequence[str]]) -> list[set[str]]:
         return [set(self._destinations_by_key) for _ in groups]
 
 

@@ -27,6 +27,8 @@ from rtroute.amqp.frames import body_of, body_size, decode_properties
 __all__ = ["IngressMessage"]
 
 _CHANNEL = struct.Struct(">H")
+BCC_ENTRY_CACHE = 4096  # encoded BCC entries kept, by key tuple (the same match set recurs)
+_BCC_ENTRIES: dict[Sequence[str], bytes] = {}
 
 
 class IngressMessage:
@@ -87,7 +89,7 @@ class IngressMessage:
         return body_size(self.parts[0])
 
     def republish_frames(self, channel: int, method_frame: bytes, drop: Collection[str],
-                         bcc: Sequence[str] | None) -> tuple[bytes, int]:
+                         bcc: tuple[str, ...] | None) -> tuple[bytes, int]:
         """The frames that republish this message on ``channel``, and how many there are.
 
         Args:
@@ -103,7 +105,12 @@ class IngressMessage:
             if entries is None:
                 entries = self._kept = without_entries(header, self.span, drop)
             if bcc:
-                entries += bcc_entry(bcc)
+                entry = _BCC_ENTRIES.get(bcc)
+                if entry is None:
+                    if len(_BCC_ENTRIES) >= BCC_ENTRY_CACHE:
+                        _BCC_ENTRIES.clear()
+                    entry = _BCC_ENTRIES[bcc] = bcc_entry(bcc)
+                entries += entry
             header = with_headers_table(header, channel, self.span, entries)
         else:
             header = header[:1] + _CHANNEL.pack(channel) + header[3:]

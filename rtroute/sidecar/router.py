@@ -131,25 +131,43 @@ class ExchangeRouter:
     # -- decisions ------------------------------------------------------------------------
     def decide_many(self, messages: Sequence[tuple[str, Mapping[str, Any] | None]]
                     ) -> list[Decision]:
-        """Decides each ``(routing_key, headers)``; bad messages get ``error``, never raise."""
-        decisions: list[Decision | None] = []
-        valid: list[tuple[int, str, dict, list[str], list[str]]] = []
+        """Decides each ``(routing_key, headers)``; bad messages get ``error``, never raise.
+
+        Identical queries in one batch are matched once, and messages without headers that
+        publish the same routing key share one (read-only) :class:`Decision`.
+        """
+        decisions: list[Decision | None] = [None] * len(messages)
+        groups: dict[tuple[str, ...], int] = {}  # query -> its index in the core call
+        valid: list[tuple[int, int, str, dict, list[str]]] = []
         for i, (routing_key, headers) in enumerate(messages):
             try:
-                delivered, cc, queries = self._queries(routing_key, headers)
+                if headers:
+                    delivered, cc, queries = self._queries(routing_key, headers)
+                else:  # the common case: nothing but the routing key
+                    if not (isinstance(routing_key, str) and routing_key.isascii()
+                            and len(routing_key) <= MAX_BINDING_BYTES):
+                        routing_key = decode_key(routing_key, MAX_BINDING_BYTES, "routing key")
+                    delivered, cc, queries = _NO_HEADERS, _NO_KEYS, (routing_key,)
             except (PreconditionFailed, TypeError, ValueError) as exc:
-                decisions.append(Decision(headers=dict(headers or {}), error=str(exc)))
+                decisions[i] = Decision(headers=dict(headers or {}), error=str(exc))
                 continue
-            decisions.append(None)
-            valid.append((i, queries[0], delivered, cc, queries))
-        matched = self._exchange.matching_keys_many(
-            [(q[0], {"CC": q[1:]}) for (_, _, _, _, q) in valid])
-        for (i, routing_key, delivered, cc, _), keys in zip(valid, matched):
-            decisions[i] = self._decision(routing_key, delivered, cc, keys)
+            valid.append((i, groups.setdefault(queries, len(groups)), queries[0], delivered,
+                          cc))
+        matched = self._exchange.match_queries(list(groups))
+        shared: dict[int, Decision] = {}
+        for i, group, routing_key, delivered, cc in valid:
+            if delivered is _NO_HEADERS:
+                decision = shared.get(group)
+                if decision is None:
+                    decision = shared[group] = self._decision(routing_key, {}, [],
+                                                              matched[group])
+                decisions[i] = decision
+            else:
+                decisions[i] = self._decision(routing_key, delivered, cc, matched[group])
         return decisions  # type: ignore[return-value]
 
     def _queries(self, routing_key: Any, headers: Mapping[str, Any] | None
-                 ) -> tuple[dict, list[str], list[str]]:
+                 ) -> tuple[dict, list[str], tuple[str, ...]]:
         routing_key = decode_key(routing_key, MAX_BINDING_BYTES, "routing key")
         headers = dict(headers or {})
         cc, bcc = extra_routing_keys(headers)
@@ -162,7 +180,7 @@ class ExchangeRouter:
             bcc += [k for k in alias if isinstance(k, str)]
         extra = [decode_key(k, MAX_QUERY_BYTES, "CC/BCC entry") for k in (*cc, *bcc)]
         headers.pop("BCC", None)
-        return headers, cc, [routing_key, *extra]
+        return headers, cc, (routing_key, *extra)
 
     def _decision(self, routing_key: str, headers: dict, cc: list[str], keys) -> Decision:
         if not keys:
@@ -218,6 +236,10 @@ class BrokerRoutedRouter:
             return Decision(headers=dict(original or {}), error=str(exc))
         bcc = tuple(k for k in alias if isinstance(k, str)) if alias else None
         return Decision([Publish(self.bindings_exchange, routing_key, bcc or None)], headers)
+
+
+_NO_HEADERS: dict = {}  # the delivered headers of a message without any (never mutated)
+_NO_KEYS: list[str] = []
 
 
 def _has_wildcard(key: str) -> bool:

@@ -932,6 +932,12 @@ class Sidecar:
         if window is None:
             return
         queue = self._queue
+        try:
+            self._publish_queued(window, queue)
+        finally:
+            window.flush_frames()
+
+    def _publish_queued(self, window: ConfirmWindow, queue: collections.deque[_Out]) -> None:
         while queue and window.has_room:
             out = queue.popleft()
             try:

@@ -387,3 +387,58 @@ def test_blocking_publish_that_closes_the_channel_is_failed_not_raised(channel, 
     assert "NOT_FOUND" in window.close_reason
     with pytest.raises(WindowClosed):
         window.publish("", "q", b"x")
+
+
+@pytest.mark.broker
+def test_ready_made_frames_and_pika_publishes_share_one_sequence_in_order(ioloop, names,
+                                                                           broker_uri):
+    from rtroute.amqp import frames
+
+    queue = names.queue()
+    runner = ioloop(declarations=[{"method": "queue.declare", "queue": queue}])
+    settled: list = []
+    state: dict = {}
+
+    def make() -> None:
+        reader = frames.install(runner.connection)
+        window = ConfirmWindow(runner.channel, window=100)
+        window.read_confirms_from(reader)
+        state["window"] = window
+        window.start()
+
+    runner.call(make)
+    window = state["window"]
+
+    def raw(key: str, body: bytes) -> bytes:
+        number = runner.channel.channel_number
+        return b"".join((
+            frames.publish_frame(number, frames.shortstr(""), frames.shortstr(key), True),
+            pika.frame.Header(number, len(body), pika.BasicProperties()).marshal(),
+            pika.frame.Body(number, body).marshal()))
+
+    def publish_all() -> None:
+        for i in range(30):
+            body = f"m{i}".encode()
+            if i % 3 == 0:  # pika encodes this one: the buffered frames must go out first
+                window.publish("", queue, body, mandatory=True, callback=settled.append)
+            elif i == 7:  # no such queue: returned, then acked
+                window.publish_frames("", "rtroute.no-such-queue", raw("rtroute.no-such-queue",
+                                      body), 3, body, mandatory=True, callback=settled.append)
+            else:
+                window.publish_frames("", queue, raw(queue, body), 3, body, mandatory=True,
+                                      callback=settled.append)
+
+    runner.call(publish_all)
+    assert window.wait_for_confirms(timeout=10)
+    assert sorted(f.delivery_tag for f in settled) == list(range(1, 31))
+    assert {f.delivery_tag: f.outcome for f in settled if f.outcome is not Outcome.ACKED} == \
+        {8: Outcome.RETURNED}
+    with pika.BlockingConnection(pika.URLParameters(broker_uri)) as check:
+        got = []
+        ch = check.channel()
+        while True:
+            method, _props, body = ch.basic_get(queue, auto_ack=True)
+            if method is None:
+                break
+            got.append(body)
+    assert got == [f"m{i}".encode() for i in range(30) if i != 7]
