@@ -29,16 +29,19 @@ DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
 
 @dataclass
 class Scenario:
-    """``matched`` queues receive each message; ``extra`` bindings match nothing."""
+    """``matched`` queues receive each message; ``extra`` bindings match nothing. Publishers
+    use a wildcard key (``bench.*``), or with ``exact`` (one queue) the bound key itself."""
 
     matched: int
     extra: int
     messages: int
+    exact: bool = False
 
     @property
     def label(self) -> str:
         more = f", +{self.extra:,} bindings" if self.extra else ""
-        return f"{self.matched} queue{'s' if self.matched > 1 else ''}/msg{more}"
+        exact = ", exact key" if self.exact else ""
+        return f"{self.matched} queue{'s' if self.matched > 1 else ''}/msg{more}{exact}"
 
 
 SCENARIOS = [
@@ -46,6 +49,7 @@ SCENARIOS = [
     Scenario(10, 0, 20_000),
     Scenario(100, 0, 3_000),
     Scenario(1, 10_000, 50_000),
+    Scenario(1, 0, 50_000, exact=True),
 ]
 
 
@@ -106,10 +110,12 @@ def run_scenario(uri: str, scenario: Scenario, echo: Callable[[str], None],
         for run_number in range(1, repeat + 1):
             for q in queues:
                 ch.queue_purge(q)
-            native_rates.append(_timed_publish(uri, native, "bench.x", scenario, ch, queues))
+            native_rates.append(_timed_publish(
+                uri, native, "bench.q0" if scenario.exact else "bench.x", scenario, ch, queues))
             for q in queues:
                 ch.queue_purge(q)
-            sidecar_rates.append(_timed_publish(uri, name, "bench.*", scenario, ch, queues))
+            sidecar_rates.append(_timed_publish(
+                uri, name, "bench.q0" if scenario.exact else "bench.*", scenario, ch, queues))
             echo(f"  {scenario.label}, run {run_number}/{repeat}: native "
                  f"{native_rates[-1]:,.0f} msg/s, sidecar {sidecar_rates[-1]:,.0f} msg/s")
     finally:

@@ -41,7 +41,8 @@ Destination = tuple[str, str]  # (destination_type "queue" | "exchange", name)
 
 @dataclass(frozen=True)
 class Publish:
-    """One republish: to ``exchange`` with ``routing_key``; ``bcc`` is None for a direct one."""
+    """One republish: to ``exchange`` with ``routing_key``; ``bcc`` is None for a direct one
+    (to a destination itself) and empty for a publish the routing key and CC route alone."""
 
     exchange: str
     routing_key: str
@@ -74,12 +75,16 @@ def plan_delivery(
     keys = sorted(set(matched))  # binding keys: at most 255 bytes each
     if not keys:
         return []
+    always_routed = {routing_key, *cc}
+    if always_routed.issuperset(keys):
+        # RabbitMQ routes the routing key and CC on every publish: an exact-key publish needs
+        # no BCC (which costs the broker a header rewrite and a trie walk per entry)
+        return [Publish(bindings_exchange, routing_key, ())]
     if len(keys) * (BCC_ENTRY_COST + 255) + BCC_FIXED_COST <= budget or \
             bcc_cost(keys) <= budget:
         return [Publish(bindings_exchange, routing_key, tuple(keys))]
 
     groups = _groups_sharing_destinations(keys, destinations_of)
-    always_routed = {routing_key, *cc}
     # RabbitMQ routes the routing key and CC on every publish: the group reached that way must
     # travel in the first publish, and a second publish is safe only if no such key is bound.
     groups.sort(key=lambda g: (not (always_routed & set(g)), -len(g)))

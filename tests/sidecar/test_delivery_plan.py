@@ -1,7 +1,7 @@
 """The delivery planner: every destination once, BCC lists that fit one frame."""
 from collections import Counter
 
-from rtroute.sidecar.delivery import bcc_cost, plan_delivery
+from rtroute.sidecar.delivery import Publish, bcc_cost, plan_delivery
 
 
 def copies(plan, dbk, routing_key, cc=()):
@@ -27,6 +27,24 @@ def test_small_match_set_is_one_publish_with_bcc():
     plan = plan_delivery("x.bindings", "a.*", [], ["a.c", "a.b"], lambda k: dbk.get(k, ()), 1000)
     assert len(plan) == 1 and plan[0].bcc == ("a.b", "a.c") and plan[0].exchange == "x.bindings"
     assert copies(plan, dbk, "a.*") == {q("A"): 1, q("B"): 1}
+
+
+def test_exact_key_publish_carries_no_bcc():
+    dbk = {"a.b": [q("A")], "c.d": [q("C")], "a.*": [q("literal")]}
+    plan = plan_delivery("x.bindings", "a.b", [], ["a.b"], lambda k: dbk.get(k, ()), 1000)
+    assert plan == [Publish("x.bindings", "a.b", ())]
+    assert copies(plan, dbk, "a.b") == {q("A"): 1}
+
+
+def test_keys_reached_through_cc_need_no_bcc_but_others_do():
+    dbk = {"a.b": [q("A")], "c.d": [q("C")]}
+    plan = plan_delivery("x.bindings", "a.*", ["c.d"], ["c.d"], lambda k: dbk.get(k, ()), 1000)
+    assert plan == [Publish("x.bindings", "a.*", ())]
+    assert copies(plan, dbk, "a.*", ["c.d"]) == {q("C"): 1}
+    plan = plan_delivery("x.bindings", "a.*", ["c.d"], ["a.b", "c.d"],
+                         lambda k: dbk.get(k, ()), 1000)
+    assert plan[0].bcc == ("a.b", "c.d")
+    assert copies(plan, dbk, "a.*", ["c.d"]) == {q("A"): 1, q("C"): 1}
 
 
 def test_no_match_plans_nothing():
