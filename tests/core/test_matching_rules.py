@@ -163,6 +163,24 @@ def test_batch_and_union_apis(impl):
     assert m.match_many([]) == [] and m.match_union([]) == []
 
 
+@pytest.mark.parametrize("gc_on", [True, False])
+def test_a_large_batch_matches_query_by_query_and_leaves_the_collector_as_it_was(impl, gc_on):
+    import gc
+
+    keys = [f"k{i % 7}.w{i}" for i in range(700)]
+    m = reverse(impl, *keys)
+    queries = [f"k{i % 9}.w{i}" for i in range(600)] + ["k1.#", "#", "none", "k2.*"] * 20
+    was = gc.isenabled()
+    (gc.enable if gc_on else gc.disable)()
+    try:
+        got = m.match_many(queries)
+        assert gc.isenabled() is gc_on
+    finally:
+        (gc.enable if was else gc.disable)()
+    assert [sorted(r) for r in got] == [sorted(m.match(q)) for q in queries]
+    assert all(type(r) is list for r in got)
+
+
 @pytest.mark.parametrize("bad", [None, 5, 1.5, ["a"], object()])
 def test_non_string_keys_raise_type_error(impl, bad):
     m = impl.ReverseMatcher()
