@@ -568,6 +568,7 @@ class Sidecar:
         self._method_frames.clear()
         self._consume_channel = channel
         channel.add_on_close_callback(self._on_channel_closed)
+        channel.add_on_cancel_callback(self._on_broker_cancel)
         for ex in self.exchanges.values():
             ex.consumer_tag = None
             ex.set_state("starting")
@@ -704,6 +705,18 @@ class Sidecar:
         if self._stopping:
             return
         LOG.warning("ingress channel closed (%s): reconnecting", reason)
+        self._reconnect_now()
+
+    def _on_broker_cancel(self, frame: Any) -> None:
+        """The broker cancelled an ingress consumer: its queue was deleted (or, for a quorum
+        queue, lost its leader). Reconnecting declares the queue again and consumes anew;
+        messages published to ``NAME`` while it was gone had no queue to go to."""
+        ex = self._consumers.get(frame.method.consumer_tag)
+        if self._stopping or ex is None:
+            return
+        LOG.warning("exchange %s: the broker cancelled the consumer of %s (queue deleted?): "
+                    "reconnecting to declare it again", ex.spec.name, ex.spec.ingress_queue)
+        ex.set_state("reconnecting")
         self._reconnect_now()
 
     def _on_window_closed(self, reason: str) -> None:

@@ -232,6 +232,21 @@ def test_broker_side_close_reconnects_and_goes_on(sidecars, channel, managed, mg
     assert sc.proc.poll() is None
 
 
+def test_ingress_queue_deleted_under_the_sidecar_is_declared_again(sidecars, channel, managed):
+    name = managed("requeue")
+    sc = start_sidecar(sidecars, channel, name)
+    queues = bind_queues(channel, managed, name, [("q", "a")])
+    sc.wait_running(name, bindings=1)
+    channel.queue_delete(f"rtroute.ingress.{name}")
+    wait_for(lambda: (sc.status() or {}).get("connects", 0) >= 2, 30)
+    sc.wait_running(name)
+    channel.confirm_delivery()
+    channel.basic_publish(name, "#", b"after")
+    wait_depth(channel, queues["q"], 1)
+    assert "cancelled the consumer" in sc.log()
+    assert sc.proc.poll() is None
+
+
 def test_second_sidecar_is_a_hot_standby(sidecars, channel, managed):
     name = managed("standby")
     first = start_sidecar(sidecars, channel, name)
