@@ -68,10 +68,13 @@ def route(bindings_path: str, kind: str, cc: tuple, bcc: tuple, as_json: bool,
               help="Ingress prefetch window per exchange (without a config file).")
 @click.option("--name", "connection_name", default="rtroute-sidecar", show_default=True,
               help="Connection name shown by the broker (management UI, rabbitmqctl).")
+@click.option("--persist-diverts", is_flag=True,
+              help="Keep diverts created over HTTP in the broker (a global parameter): they "
+                   "outlive the process and reach standbys ([http] persist_diverts).")
 @click.option("--log-level", default="INFO", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]))
 def run(config_path: str | None, uri: str | None, rtopic: tuple, http_listen: str | None,
-        prefetch: int, connection_name: str, log_level: str) -> None:
+        prefetch: int, connection_name: str, persist_diverts: bool, log_level: str) -> None:
     """Serve managed exchanges (x-rtopic) over the broker until SIGTERM/SIGINT.
 
     \b
@@ -103,6 +106,7 @@ def run(config_path: str | None, uri: str | None, rtopic: tuple, http_listen: st
         management_uri = config.broker.management_uri
         http_listen = http_listen or config.http.listen
         token = config.http.token
+        persist_diverts = persist_diverts or config.http.persist_diverts
         diverts = config.diverts
         if config.shovels:
             from rtroute.shovel.runner import ShovelRunner
@@ -123,7 +127,7 @@ def run(config_path: str | None, uri: str | None, rtopic: tuple, http_listen: st
     try:
         sidecar = Sidecar(uri or "amqp://guest:guest@127.0.0.1:5672/%2F", specs,
                           management_uri=management_uri, connection_name=connection_name,
-                          diverts=diverts)
+                          diverts=diverts, persist_diverts=persist_diverts)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     serve(sidecar, http_listen or "127.0.0.1:9419", token, shovels=shovels)

@@ -91,10 +91,13 @@ class HttpConfig:
         listen: ``HOST:PORT`` (``[::1]:PORT`` for IPv6); loopback by default.
         token: bearer token required by the endpoint; mandatory when ``listen`` is not a
             loopback address.
+        persist_diverts: keep the diverts created with ``POST /diverts`` in the broker (a
+            global parameter), so that they outlive the sidecar and reach its standbys.
     """
 
     listen: str = DEFAULT_LISTEN
     token: str | None = None
+    persist_diverts: bool = False
 
     @property
     def host(self) -> str:
@@ -364,11 +367,12 @@ def _parse_http(reader: TableReader) -> HttpConfig:
     except ValueError as exc:
         raise reader.error_at(("listen",), f"listen {exc}, got {listen!r}") from None
     token = reader.string("token", default=None, empty=False)
+    persist = reader.boolean("persist_diverts", default=False)
     reader.finish()
     if token is None and not is_loopback(host):
         raise reader.error_at(("listen",), f"listen {listen!r} is not a loopback address, so "
                               "a token is required (token = \"...\")")
-    return HttpConfig(listen=listen, token=token)
+    return HttpConfig(listen=listen, token=token, persist_diverts=persist)
 
 
 # ------------------------------------------------------------------------------- [[exchange]]

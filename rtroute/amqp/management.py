@@ -233,6 +233,24 @@ class ManagementClient:
                 pass  # it went away by itself
         return closed
 
+    def global_parameter(self, name: str) -> Any:
+        """The value of the global parameter ``name``, or None if there is none."""
+        try:
+            return self.request("GET", f"global-parameters/{_q(name)}")["value"]
+        except NotFound:
+            return None
+
+    def put_global_parameter(self, name: str, value: Any) -> None:
+        """Sets the global parameter ``name`` (kept by the broker across restarts)."""
+        self.request("PUT", f"global-parameters/{_q(name)}", {"name": name, "value": value})
+
+    def delete_global_parameter(self, name: str) -> None:
+        """Removes the global parameter ``name`` (no error if there is none)."""
+        try:
+            self.request("DELETE", f"global-parameters/{_q(name)}")
+        except NotFound:
+            pass
+
     def put_shovel(self, name: str, value: dict[str, Any], vhost: str = "/") -> None:
         """Create or replace a dynamic shovel (needs the ``rabbitmq_shovel`` plugin).
 

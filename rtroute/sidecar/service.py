@@ -38,6 +38,7 @@ from rtroute.amqp import (
     BindingWatcher,
     ConfirmWindow,
     ManagementClient,
+    ManagementError,
     Outcome,
     ReconnectingConnection,
     WindowClosed,
@@ -60,6 +61,7 @@ from rtroute.divert import (
 )
 from rtroute.divert.copies import EXCHANGE, QUEUE
 from rtroute.selector import MessageFacts
+from rtroute.sidecar.divert_store import DivertStore, divert_json
 from rtroute.sidecar.ingress import IngressMessage
 from rtroute.sidecar.router import (
     ERROR_HEADER,
@@ -76,6 +78,7 @@ SOURCE_HEADER = "x-rtroute-exchange"
 DIVERT_HEADER = "x-rtroute-divert"
 REPROBE_INTERVAL = 10.0  # seconds between looks for forwarding addresses that did not exist
 METHOD_FRAME_CACHE = 10_000  # basic.publish frames kept, by (exchange, routing key)
+DIVERT_SYNC_INTERVAL = 5.0  # seconds between readings of the stored diverts (persist_diverts)
 
 
 # One managed exchange, as the config declares it; the sidecar needs nothing more.
@@ -351,9 +354,13 @@ class Sidecar:
         use_management: False to rely on static bindings only.
         connection_name: shown by the broker (management UI, ``rabbitmqctl``).
         diverts: ``[[divert]]`` entries (:class:`rtroute.config.DivertConfig`), in order.
+        persist_diverts: keep the diverts created over HTTP in the broker
+            (:mod:`rtroute.sidecar.divert_store`); needs the management API.
+        divert_sync_interval: seconds between two readings of the stored diverts.
 
     Raises:
-        ValueError: nothing to serve, or a divert that cannot run (a
+        ValueError: nothing to serve, ``persist_diverts`` without the management API, or a
+            divert that cannot run (a
             :class:`~rtroute.divert.DivertError`: no managed exchange matches its address, a
             cycle, a transformer that does not import, ...).
     """
@@ -361,9 +368,12 @@ class Sidecar:
     def __init__(self, uri: str, exchanges: list[ExchangeSpec],
                  management_uri: str | None = None, window: int = 4000,
                  use_management: bool = True, connection_name: str = "rtroute-sidecar",
-                 diverts: Sequence[Any] = ()) -> None:
+                 diverts: Sequence[Any] = (), persist_diverts: bool = False,
+                 divert_sync_interval: float = DIVERT_SYNC_INTERVAL) -> None:
         if not exchanges:
             raise ValueError("nothing to serve: give at least one managed exchange")
+        if persist_diverts and not use_management:
+            raise ValueError("persist_diverts needs the management API")
         self.uri = uri
         self.masked_uri = mask_uri(uri)
         management = ManagementClient.from_amqp_uri(uri, management_uri) if use_management \
@@ -376,6 +386,11 @@ class Sidecar:
         self.diverts = DivertTable(list(self.exchanges))
         for config in diverts:
             self.diverts.add(config)
+        self._store = DivertStore(management, vhost) if persist_diverts and management \
+            else None
+        # serialises the stored list's read-modify-writes and the syncing of the table with it
+        self._store_lock = threading.Lock()
+        self._divert_sync_interval = divert_sync_interval
         declarations = list(DEAD_LETTER_DECLARATIONS)
         for spec in exchanges:
             declarations += declarations_for(spec)
@@ -408,8 +423,13 @@ class Sidecar:
     # -- any thread ---------------------------------------------------------------------------
     def run(self) -> None:
         """Connects and serves until :meth:`stop` (blocks the calling thread)."""
+        if self._store is not None:
+            self._load_stored_diverts()
         LOG.info("sidecar starting: broker %s, exchanges %s, %d diverts", self.masked_uri,
                  ", ".join(self.exchanges), len(self.diverts))
+        if self._store is not None:
+            threading.Thread(target=self._sync_stored_diverts, name="rtroute-divert-sync",
+                             daemon=True).start()
         try:
             self._connection.run()
         finally:
@@ -465,6 +485,73 @@ class Sidecar:
             return result.result(timeout)
         except concurrent.futures.TimeoutError:
             raise _Unavailable(f"no answer from the sidecar within {timeout} s") from None
+
+    # -- stored diverts (persist_diverts) -------------------------------------------------------
+    def _load_stored_diverts(self) -> None:
+        """Adds the stored diverts before connecting (the ioloop is not running yet)."""
+        assert self._store is not None
+        try:
+            configs, problems = self._store.load()
+        except ManagementError as exc:
+            LOG.warning("stored diverts not loaded (%s); trying again in %.0f s", exc,
+                        self._divert_sync_interval)
+            return
+        for problem in problems:
+            LOG.warning("stored divert ignored: %s", problem)
+        for config in configs:
+            try:
+                self.diverts.add(config, origin="http")
+            except DivertError as exc:
+                LOG.warning("stored divert %s ignored: %s", config.name, exc)
+
+    def _sync_stored_diverts(self) -> None:
+        """Every few seconds, makes the run-time diverts those the broker stores (another
+        sidecar of the vhost may have created or deleted some)."""
+        assert self._store is not None
+        ignored: dict[str, str] = {}  # name -> why, logged once
+        while not self._stopped.wait(self._divert_sync_interval):
+            if self._stopping or self._window is None:
+                continue  # not connected: forwarding addresses cannot be looked up
+            with self._store_lock:
+                try:
+                    configs, _problems = self._store.load()
+                except ManagementError as exc:
+                    LOG.warning("stored diverts not read: %s", exc)
+                    continue
+                wanted = {c.name: c for c in configs}
+                for divert in self.diverts:
+                    if divert.origin == "http" and divert.name not in wanted:
+                        self._apply_stored(lambda d=divert: self.delete_divert(d.name),
+                                           f"removing divert {divert.name}")
+                for name, config in wanted.items():
+                    current = self.diverts.get(name)
+                    if current is not None and (current.origin != "http"
+                                                or divert_json(current.config)
+                                                == divert_json(config)):
+                        continue
+                    if current is not None:
+                        self._apply_stored(lambda n=name: self.delete_divert(n),
+                                           f"replacing divert {name}")
+                    why = self._apply_stored(lambda c=config: self.create_divert(c),
+                                             f"adding divert {name}")
+                    if why and ignored.get(name) != why:
+                        LOG.warning("stored divert %s ignored: %s", name, why)
+                    if why:
+                        ignored[name] = why
+                    else:
+                        ignored.pop(name, None)
+
+    def _apply_stored(self, change: Callable[[], Any], what: str) -> str | None:
+        """Runs one change of the table; returns why it failed (None: done)."""
+        try:
+            change()
+        except DivertError as exc:
+            return str(exc)
+        except (KeyError, _Unavailable) as exc:
+            LOG.info("%s: %s", what, exc)
+            return None
+        LOG.info("%s (stored in the broker)", what)
+        return None
 
     def http_routes(self) -> dict:
         """``POST /diverts``, ``DELETE /diverts/NAME`` and ``GET /diverts`` for the OpsServer."""
@@ -528,24 +615,42 @@ class Sidecar:
             return 400, {"error": "the request body is not UTF-8"}
         except ConfigError as exc:
             return 400, {"error": str(exc)}
-        try:
-            status = self.create_divert(config)
-        except DivertExists as exc:
-            return 409, {"error": str(exc)}
-        except DivertError as exc:
-            return 400, {"error": str(exc)}
-        except _Unavailable as exc:
-            return 503, {"error": str(exc)}
+        with self._store_lock:
+            try:
+                status = self.create_divert(config)
+            except DivertExists as exc:
+                return 409, {"error": str(exc)}
+            except DivertError as exc:
+                return 400, {"error": str(exc)}
+            except _Unavailable as exc:
+                return 503, {"error": str(exc)}
+            if self._store is not None:
+                try:
+                    self._store.put(config)
+                except ManagementError as exc:
+                    self.delete_divert(config.name)
+                    return 503, {"error": f"the divert could not be stored in the broker, so "
+                                          f"it was not created: {exc}"}
         return 201, {"divert": status, "warnings": self._missing_targets(status)}
 
     def _http_delete_divert(self, path: str, _body: bytes) -> tuple[int, Any]:
         name = urllib.parse.unquote(path[len("/diverts/"):])
-        try:
-            return 200, {"deleted": self.delete_divert(name)}
-        except KeyError:
-            return 404, {"error": f"no divert named {name!r}"}
-        except _Unavailable as exc:
-            return 503, {"error": str(exc)}
+        with self._store_lock:
+            stored = False
+            if self._store is not None:
+                try:
+                    stored = self._store.remove(name)
+                except ManagementError as exc:
+                    return 503, {"error": f"the stored divert could not be removed, so it "
+                                          f"was not deleted: {exc}"}
+            try:
+                return 200, {"deleted": self.delete_divert(name)}
+            except KeyError:
+                if stored:  # stored by another sidecar, not (yet) running here
+                    return 200, {"deleted": {"name": name, "origin": "http"}}
+                return 404, {"error": f"no divert named {name!r}"}
+            except _Unavailable as exc:
+                return 503, {"error": str(exc)}
 
     def _missing_targets(self, status: dict) -> list[str]:
         if status["routing_type"] == "ANYCAST":
