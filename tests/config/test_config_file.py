@@ -134,7 +134,7 @@ def test_empty_file_gives_the_defaults():
         uri="amqp://guest:guest@127.0.0.1:5672/%2F",
         management_uri="http://guest:guest@127.0.0.1:15672/",
     )
-    assert config.http == HttpConfig(listen="127.0.0.1:9419", token=None)
+    assert config.http == HttpConfig(listen="127.0.0.1:9419", token=None, persist_diverts=False)
     assert (config.exchanges, config.diverts, config.shovels) == ([], [], [])
 
 
@@ -268,6 +268,7 @@ BAD_FIELDS = [
     ('[http]\nlisten = "0.0.0.0:9419"  # <-\n',
      "is not a loopback address, so a token is required"),
     ('[http]\nlisten = "localhost"  # <-\n', "listen must be HOST:PORT"),
+    ('[http]\npersist_diverts = "yes"  # <-\n', "persist_diverts must be a boolean, got a string"),
     ('[http]\nlisten = "127.0.0.1:70000"  # <-\n', "ports go up to 65535"),
     ('[http]\ntoken = ""  # <-\n', "[http]: token must not be empty"),
     ('[http]\nlisen = "127.0.0.1:1"  # <-\n', "unknown key 'lisen' (did you mean 'listen'?)"),
