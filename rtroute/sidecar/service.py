@@ -596,6 +596,7 @@ class Sidecar:
         return {"healthy": bool(healthy), "broker": self.masked_uri,
                 "connection": self._connection.state, "connects": self.connects,
                 "last_error": self.last_error, "exchanges": exchanges, "diverts": diverts,
+                "divert_store": None if self._store is None else self._store.parameter,
                 "forwarding_addresses": dict(self._targets), "metrics": metrics}
 
     def _diverts_status(self) -> list[dict]:
@@ -631,7 +632,8 @@ class Sidecar:
                     self.delete_divert(config.name)
                     return 503, {"error": f"the divert could not be stored in the broker, so "
                                           f"it was not created: {exc}"}
-        return 201, {"divert": status, "warnings": self._missing_targets(status)}
+        return 201, {"divert": status, "warnings": self._missing_targets(status),
+                     "stored": self._store is not None}
 
     def _http_delete_divert(self, path: str, _body: bytes) -> tuple[int, Any]:
         name = urllib.parse.unquote(path[len("/diverts/"):])

@@ -60,8 +60,9 @@ def test_diverts_created_over_http_outlive_the_sidecar_and_reach_its_standby(
     divert = {"name": f"{name}-spy", "address": name, "forwarding_address": spy,
               "routing_type": "ANYCAST", "filter": "office = 'New York'"}
     code, answer = http(first, "POST", "/diverts", divert)
-    assert code == 201, answer
+    assert code == 201 and answer["stored"], answer
     assert mgmt.global_parameter(PARAMETER) == [divert]
+    assert first.status()["divert_store"] == PARAMETER
     wait_for(lambda: divert_status(standby, divert["name"]), 20)  # read within the interval
     assert divert_status(standby, divert["name"])["origin"] == "http"
 
@@ -87,10 +88,10 @@ def test_without_persist_diverts_nothing_is_stored(store, run_config, managed, o
     name = managed("volatile")
     spy = objects.queue(f"{name}.spy")
     sc = run_config([{"name": name, "kind": "topic"}])
-    code, _ = http(sc, "POST", "/diverts", {"name": f"{name}-spy", "address": name,
-                                           "forwarding_address": spy})
-    assert code == 201
-    assert mgmt.global_parameter(PARAMETER) is None
+    code, answer = http(sc, "POST", "/diverts", {"name": f"{name}-spy", "address": name,
+                                                "forwarding_address": spy})
+    assert code == 201 and not answer["stored"]
+    assert mgmt.global_parameter(PARAMETER) is None and sc.status()["divert_store"] is None
 
 
 def _headers(headers):
