@@ -232,6 +232,23 @@ def test_broker_side_close_reconnects_and_goes_on(sidecars, channel, managed, mg
     assert sc.proc.poll() is None
 
 
+def test_bodies_of_every_size_cross_intact_once_per_queue(sidecars, channel, managed):
+    name = managed("sizes")
+    sc = start_sidecar(sidecars, channel, name)
+    queues = bind_queues(channel, managed, name, [("one", "s.one"), ("two", "s.two")])
+    sc.wait_running(name, bindings=2)
+    channel.confirm_delivery()
+    frame = 131072 - 8  # the body bytes one frame holds at RabbitMQ's default frame_max
+    sizes = [0, 1, frame - 1, frame, frame + 1, 3 * frame + 17, 4 * 1024 * 1024]
+    bodies = [bytes((i + n) % 251 for n in range(size)) for i, size in enumerate(sizes)]
+    for body in bodies:
+        channel.basic_publish(name, "s.*", body)
+    for q in queues.values():
+        wait_depth(channel, q, len(bodies))
+        assert [b for _, _, b in drain(channel, q)] == bodies
+    assert sc.exchange(name)["dead_lettered"] == 0
+
+
 def test_ingress_queue_deleted_under_the_sidecar_is_declared_again(sidecars, channel, managed):
     name = managed("requeue")
     sc = start_sidecar(sidecars, channel, name)
