@@ -20,9 +20,9 @@ import uuid
 from dataclasses import dataclass
 from typing import Callable
 
-from rtroute.amqp import connect_blocking, publish
-from rtroute.bench.measure import wait_for_depth
-from rtroute.netaddr import free_port
+from rtroute.amqp import connect_blocking, parse_uri, publish
+from rtroute.bench.measure import CpuMeter, find_process, wait_for_depth
+from rtroute.netaddr import free_port, is_loopback
 
 DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
 
@@ -54,14 +54,18 @@ SCENARIOS = [
 
 
 def _timed_publish(uri: str, exchange: str, key: str, scenario: Scenario, channel,
-                   queues: list[str]) -> float:
+                   queues: list[str], meter: CpuMeter) -> tuple[float, dict]:
+    """The path's rate, and the CPU µs per message each metered process spent on it."""
+    meter.start()
     start = time.monotonic()
     result = publish(uri, exchange, key, scenario.messages, 100, window=2000,
                      echo=lambda *_: None)
     if result.get("error") or result["acked"] != scenario.messages:
         raise RuntimeError(f"publish to {exchange} failed: {result}")
     end = wait_for_depth(channel, queues, scenario.messages * scenario.matched, 600)
-    return scenario.messages / (end - start)
+    cpu = {name: None if used is None else used / scenario.messages * 1e6
+           for name, used in meter.stop().items()}
+    return scenario.messages / (end - start), cpu
 
 
 def _sidecar_status(port: int) -> dict:
@@ -84,6 +88,9 @@ def run_scenario(uri: str, scenario: Scenario, echo: Callable[[str], None],
          "--prefetch", str(prefetch)],
         env=dict(os.environ))
     queues = [f"{name}.q{i}" for i in range(scenario.matched)]
+    # CPU per message of the broker (when it runs on this machine) and of the sidecar
+    broker_pid = find_process("beam.smp") if is_loopback(parse_uri(uri).host) else None
+    meter = CpuMeter(broker=broker_pid, sidecar=proc.pid)
     try:
         ch.exchange_declare(native, "topic", auto_delete=True)
         ch.exchange_declare(f"{name}.bindings", "topic", durable=True)
@@ -106,16 +113,20 @@ def run_scenario(uri: str, scenario: Scenario, echo: Callable[[str], None],
             if time.monotonic() > deadline or proc.poll() is not None:
                 raise RuntimeError("the sidecar did not come up")
             time.sleep(0.1)
-        native_rates, sidecar_rates = [], []
+        native_rates, sidecar_rates, native_cpu, sidecar_cpu = [], [], [], []
         for run_number in range(1, repeat + 1):
             for q in queues:
                 ch.queue_purge(q)
-            native_rates.append(_timed_publish(
-                uri, native, "bench.q0" if scenario.exact else "bench.x", scenario, ch, queues))
+            rate, cpu = _timed_publish(uri, native, "bench.q0" if scenario.exact else "bench.x",
+                                       scenario, ch, queues, meter)
+            native_rates.append(rate)
+            native_cpu.append(cpu)
             for q in queues:
                 ch.queue_purge(q)
-            sidecar_rates.append(_timed_publish(
-                uri, name, "bench.q0" if scenario.exact else "bench.*", scenario, ch, queues))
+            rate, cpu = _timed_publish(uri, name, "bench.q0" if scenario.exact else "bench.*",
+                                       scenario, ch, queues, meter)
+            sidecar_rates.append(rate)
+            sidecar_cpu.append(cpu)
             echo(f"  {scenario.label}, run {run_number}/{repeat}: native "
                  f"{native_rates[-1]:,.0f} msg/s, sidecar {sidecar_rates[-1]:,.0f} msg/s")
     finally:
@@ -132,6 +143,9 @@ def run_scenario(uri: str, scenario: Scenario, echo: Callable[[str], None],
     return {"scenario": scenario.label, "messages": scenario.messages,
             "native_msgs_per_s": native_rate, "sidecar_msgs_per_s": sidecar_rate,
             "ratio": sidecar_rate / native_rate,
+            "broker_cpu_us_native": _median(c["broker"] for c in native_cpu),
+            "broker_cpu_us_sidecar": _median(c["broker"] for c in sidecar_cpu),
+            "sidecar_cpu_us": _median(c["sidecar"] for c in sidecar_cpu),
             "runs": [{"native_msgs_per_s": n, "sidecar_msgs_per_s": s}
                      for n, s in zip(native_rates, sidecar_rates)]}
 
@@ -152,4 +166,21 @@ def run(uri: str = DEFAULT_URI, scenarios: list[Scenario] = SCENARIOS,
         echo(f"| {r['scenario']} | {r['messages']:,} | {r['native_msgs_per_s']:,.0f} | "
              f"{r['sidecar_msgs_per_s']:,.0f} | {r['ratio']:.2f} | "
              f"{min(ratios):.2f}-{max(ratios):.2f} |")
+    echo("")
+    echo("CPU per message (µs, medians): where the time goes")
+    echo("")
+    echo("| scenario | broker, native path | broker, sidecar path | sidecar process |")
+    echo("|---|---:|---:|---:|")
+    for r in rows:
+        echo(f"| {r['scenario']} | {_us(r['broker_cpu_us_native'])} | "
+             f"{_us(r['broker_cpu_us_sidecar'])} | {_us(r['sidecar_cpu_us'])} |")
     return rows
+
+
+def _median(values) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
+
+
+def _us(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:,.1f}"
