@@ -308,10 +308,7 @@ class ConfirmWindow:
             pika.exceptions.ChannelWrongStateError: the channel is closing (pika refuses the
                 publish before the close callbacks ran); nothing was sent.
         """
-        if not self._started:
-            raise RuntimeError("call ConfirmWindow.start() before publish()")
-        if self._closed_reason is not None:
-            raise WindowClosed(self._closed_reason)
+        self._check_open("publish")
         if len(self._pending) >= self._window:
             if not self._blocking:
                 self._was_full = True
@@ -323,19 +320,8 @@ class ConfirmWindow:
             body = body.encode("utf-8")
         if self._frames:
             self.flush_frames()  # publishes reach the broker in sequence-number order
-        tag = self._next_tag
-        future = PublishFuture(
-            self, tag, exchange, routing_key, body if mandatory else None, mandatory,
-            callback, context,
-        )
-        self._pending[tag] = future
-        self._next_tag = tag + 1
-        mandatory_queue = self._mandatory
-        if mandatory:
-            # queued before the publish call: a BlockingChannel reads the return during it
-            while mandatory_queue and mandatory_queue[0].outcome is not None:
-                mandatory_queue.popleft()
-            mandatory_queue.append(future)
+        # tracked before the publish call: a BlockingChannel reads the return during it
+        future = self._track(exchange, routing_key, body, mandatory, callback, context)
         try:
             if self._blocking:
                 # BlockingChannel.basic_publish sends at once (it flushes the connection)
@@ -345,15 +331,14 @@ class ConfirmWindow:
         except Exception:
             if future.outcome is None:
                 # nothing went out, so the broker did not count this publish either
+                tag = future.delivery_tag
                 del self._pending[tag]
                 self._next_tag = tag
-                if mandatory_queue and mandatory_queue[-1] is future:
-                    mandatory_queue.pop()
+                if self._mandatory and self._mandatory[-1] is future:
+                    self._mandatory.pop()
                 raise
             # it went out and then the channel closed: the future already says FAILED
-        self.published += 1
-        if len(self._pending) >= self._window:
-            self._was_full = True
+        self._sent()
         return future
 
     def read_confirms_from(self, reader: Any) -> None:
@@ -394,10 +379,7 @@ class ConfirmWindow:
         """
         if self._blocking:
             raise RuntimeError("publish_frames needs a SelectConnection channel")
-        if not self._started:
-            raise RuntimeError("call ConfirmWindow.start() before publish_frames()")
-        if self._closed_reason is not None:
-            raise WindowClosed(self._closed_reason)
+        self._check_open("publish_frames")
         if len(self._pending) >= self._window:
             self._was_full = True
             raise WindowFull(f"{self._window} publishes in flight")
@@ -405,24 +387,13 @@ class ConfirmWindow:
         connection = channel.connection
         if not channel.is_open or connection.is_closing or connection.is_closed:
             raise pika.exceptions.ChannelWrongStateError("channel is closing or closed")
-        tag = self._next_tag
-        future = PublishFuture(self, tag, exchange, routing_key, body if mandatory else None,
-                               mandatory, callback, context)
-        self._pending[tag] = future
-        self._next_tag = tag + 1
-        if mandatory:
-            mandatory_queue = self._mandatory
-            while mandatory_queue and mandatory_queue[0].outcome is not None:
-                mandatory_queue.popleft()
-            mandatory_queue.append(future)
+        future = self._track(exchange, routing_key, body, mandatory, callback, context)
         self._frames.append(data)
         self._frame_count += frame_count
         if not self._flush_scheduled:
             self._flush_scheduled = True
             connection.ioloop.call_later(0, self.flush_frames)
-        self.published += 1
-        if len(self._pending) >= self._window:
-            self._was_full = True
+        self._sent()
         return future
 
     def flush_frames(self) -> None:
@@ -536,6 +507,34 @@ class ConfirmWindow:
             self._on_closed(self._closed_reason)
 
     # -- internals -----------------------------------------------------------------------------
+
+    def _check_open(self, method: str) -> None:
+        if not self._started:
+            raise RuntimeError(f"call ConfirmWindow.start() before {method}()")
+        if self._closed_reason is not None:
+            raise WindowClosed(self._closed_reason)
+
+    def _track(self, exchange: str, routing_key: str, body: bytes | None, mandatory: bool,
+               callback: Callable[[PublishFuture], Any] | None, context: Any
+               ) -> PublishFuture:
+        """Gives the next publish its sequence number (and its place among the mandatory
+        publishes a return can belong to)."""
+        tag = self._next_tag
+        future = PublishFuture(self, tag, exchange, routing_key, body if mandatory else None,
+                               mandatory, callback, context)
+        self._pending[tag] = future
+        self._next_tag = tag + 1
+        if mandatory:
+            mandatory_queue = self._mandatory
+            while mandatory_queue and mandatory_queue[0].outcome is not None:
+                mandatory_queue.popleft()
+            mandatory_queue.append(future)
+        return future
+
+    def _sent(self) -> None:
+        self.published += 1
+        if len(self._pending) >= self._window:
+            self._was_full = True
 
     def _settle(self, future: PublishFuture, outcome: Outcome, now: float) -> None:
         if outcome is Outcome.ACKED:

@@ -68,9 +68,10 @@ def headers_span(header: bytes) -> HeadersSpan:
         raise ValueError("content header frame shorter than its properties")
     if not flags & FLAG_HEADERS:
         return pos, pos
-    if pos + 4 > last or pos + 4 + _U32.unpack_from(header, pos)[0] > last:
+    end = pos + 4 + _U32.unpack_from(header, pos)[0] if pos + 4 <= last else last + 1
+    if end > last:
         raise ValueError("content header frame shorter than its headers table")
-    return pos, pos + 4 + _U32.unpack_from(header, pos)[0]
+    return pos, end
 
 
 def decode_headers(header: bytes, span: HeadersSpan) -> dict[Any, Any] | None:

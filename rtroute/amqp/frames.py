@@ -29,12 +29,14 @@ from rtroute.amqp.socket_io import coalesce_io
 
 __all__ = [
     "FrameReader",
+    "PublishFrames",
     "body_of",
     "body_size",
     "decode_properties",
     "emit",
     "header_frame",
     "install",
+    "on_channel",
     "publish_frame",
     "rechannel",
     "shortstr",
@@ -50,6 +52,7 @@ _FRAME_HEAD = struct.Struct(">BHI")
 _U16 = struct.Struct(">H").unpack_from
 _U32 = struct.Struct(">I").unpack_from
 _U64 = struct.Struct(">Q").unpack_from
+_CHANNEL = struct.Struct(">H").pack
 _PROPERTIES_OFFSET = 7 + 12  # frame head + class, weight, body size
 
 
@@ -75,13 +78,44 @@ def publish_frame(channel: int, exchange: bytes, routing_key: bytes, mandatory: 
     return _FRAME_HEAD.pack(FRAME_METHOD, channel, len(payload)) + payload + FRAME_END
 
 
+class PublishFrames:
+    """The ``basic.publish`` method frames of one channel, each built once per (exchange,
+    routing key): given as ``str`` or as ready short strings. At ``limit`` entries the cache
+    starts over."""
+
+    __slots__ = ("_frames", "_limit", "channel", "mandatory")
+
+    def __init__(self, channel: int, limit: int, mandatory: bool = True) -> None:
+        self.channel = channel
+        self.mandatory = mandatory
+        self._limit = limit
+        self._frames: dict[tuple[str | bytes, str | bytes], bytes] = {}
+
+    def get(self, exchange: str | bytes, routing_key: str | bytes) -> bytes:
+        frame = self._frames.get((exchange, routing_key))
+        if frame is None:
+            if len(self._frames) >= self._limit:
+                self._frames.clear()
+            frame = self._frames[(exchange, routing_key)] = publish_frame(
+                self.channel, _short(exchange), _short(routing_key), self.mandatory)
+        return frame
+
+
+def _short(text: str | bytes) -> bytes:
+    return shortstr(text) if isinstance(text, str) else text
+
+
+def on_channel(frame: bytes, channel: int) -> bytes:
+    """``frame`` moved to ``channel``."""
+    return frame[:1] + _CHANNEL(channel) + frame[3:]
+
+
 def rechannel(parts: list[bytes], channel: int, frame_max: int) -> list[bytes]:
     """The content frames ``parts`` (header, bodies) for another channel and frame size."""
-    header = parts[0]
-    out = [header[:1] + struct.pack(">H", channel) + header[3:]]
+    out = [on_channel(parts[0], channel)]
     chunk = frame_max - 8
     if all(len(p) <= frame_max for p in parts[1:]):
-        out += [p[:1] + struct.pack(">H", channel) + p[3:] for p in parts[1:]]
+        out += [on_channel(p, channel) for p in parts[1:]]
         return out
     body = body_of(parts)
     for start in range(0, len(body), chunk):
@@ -130,8 +164,9 @@ class FrameReader:
     to ``on_delivery(delivery_tag, exchange, routing_key, parts)``: the exchange and routing
     key as short strings (length octet included), ``parts`` the header frame and the body
     frames as received; with ``detailed``, also the consumer tag (``str``) and the redelivered
-    flag (several consumers on one channel). After :meth:`intercept_confirms`, every ``basic.ack``/``basic.nack``
-    on that channel goes to ``on_confirm(delivery_tag, multiple, acked)``. Everything else
+    flag (several consumers on one channel). After :meth:`intercept_confirms`, every
+    ``basic.ack``/``basic.nack`` on that channel goes to
+    ``on_confirm(delivery_tag, multiple, acked)``. Everything else
     (returns included, which precede the confirm of their publish) goes to pika, in order.
     """
 
@@ -204,19 +239,19 @@ class FrameReader:
                             self._deliver()
                         continue
                     if kind == FRAME_METHOD and buffer[offset + 7:offset + 11] == _DELIVER:
-                        pos = offset + 11
-                        consumer_tag = pos + 1
-                        pos = consumer_tag + buffer[pos]
+                        tag_start = offset + 11                   # consumer tag
+                        tag_end = tag_start + 1 + buffer[tag_start]
+                        pos = tag_end
                         tag = _U64(buffer, pos)[0]
-                        redelivered = pos + 8
-                        pos += 9
+                        redelivered = buffer[pos + 8] & 1
+                        pos += 9                                  # tag, redelivered
                         exchange_end = pos + 1 + buffer[pos]
                         key_end = exchange_end + 1 + buffer[exchange_end]
                         if self._detailed:
+                            consumer_tag = buffer[tag_start + 1:tag_end]
                             self._delivery = (
                                 tag, buffer[pos:exchange_end], buffer[exchange_end:key_end],
-                                buffer[consumer_tag:redelivered - 8].decode("utf-8", "replace"),
-                                bool(buffer[redelivered] & 1))
+                                consumer_tag.decode("utf-8", "replace"), bool(redelivered))
                         else:
                             self._delivery = (tag, buffer[pos:exchange_end],
                                               buffer[exchange_end:key_end])

@@ -5,7 +5,7 @@ until the destination queues hold every copy, with a fast publisher (windowed co
 per-message wait), so that the routing path is what is measured. The sidecar runs as its own
 `rtroute run` process, as in production. Each scenario runs ``repeat`` times, the two paths
 alternating, and reports the median rates (on a small machine the broker, the publisher and the
-sidecar share the cores, and single runs vary by about 10%).
+sidecar share the cores, and single runs vary by 10-20%).
 """
 from __future__ import annotations
 
@@ -114,19 +114,16 @@ def run_scenario(uri: str, scenario: Scenario, echo: Callable[[str], None],
                 raise RuntimeError("the sidecar did not come up")
             time.sleep(0.1)
         native_rates, sidecar_rates, native_cpu, sidecar_cpu = [], [], [], []
+        paths = ((native, "bench.x", native_rates, native_cpu),
+                 (name, "bench.*", sidecar_rates, sidecar_cpu))
         for run_number in range(1, repeat + 1):
-            for q in queues:
-                ch.queue_purge(q)
-            rate, cpu = _timed_publish(uri, native, "bench.q0" if scenario.exact else "bench.x",
-                                       scenario, ch, queues, meter)
-            native_rates.append(rate)
-            native_cpu.append(cpu)
-            for q in queues:
-                ch.queue_purge(q)
-            rate, cpu = _timed_publish(uri, name, "bench.q0" if scenario.exact else "bench.*",
-                                       scenario, ch, queues, meter)
-            sidecar_rates.append(rate)
-            sidecar_cpu.append(cpu)
+            for exchange, key, rates, cpus in paths:
+                for q in queues:
+                    ch.queue_purge(q)
+                rate, cpu = _timed_publish(uri, exchange, "bench.q0" if scenario.exact else key,
+                                           scenario, ch, queues, meter)
+                rates.append(rate)
+                cpus.append(cpu)
             echo(f"  {scenario.label}, run {run_number}/{repeat}: native "
                  f"{native_rates[-1]:,.0f} msg/s, sidecar {sidecar_rates[-1]:,.0f} msg/s")
     finally:

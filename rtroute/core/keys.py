@@ -37,6 +37,8 @@ def encode_key(key: Key, limit: int, what: str) -> bytes:
 
 def decode_key(key: Key, limit: int, what: str) -> str:
     """Returns ``key`` as ``str`` after the checks of :func:`encode_key`."""
+    if type(key) is str and len(key) <= limit and key.isascii():
+        return key  # ASCII: valid UTF-8 of one byte per character
     raw = encode_key(key, limit, what)
     return key if isinstance(key, str) else raw.decode("utf-8")
 

@@ -124,9 +124,6 @@ class _Exchange:
     def match_queries(self, queries: Sequence[Sequence[str]]) -> list[set[str]]:
         """The binding keys each query matches; a query is the routing key followed by the
         CC and BCC keys of one publish, each already checked (:func:`decode_key`)."""
-        return self._match_groups(queries)
-
-    def _match_groups(self, groups: Sequence[Sequence[str]]) -> list[set[str]]:
         raise NotImplementedError
 
     def _key_added(self, key: str) -> None:
@@ -151,11 +148,11 @@ class _TrieExchange(_Exchange):
     def _key_removed(self, key: str) -> None:
         self._matcher.remove(key)
 
-    def _match_groups(self, groups: Sequence[Sequence[str]]) -> list[set[str]]:
-        flat = [q for group in groups for q in group]
+    def match_queries(self, queries: Sequence[Sequence[str]]) -> list[set[str]]:
+        flat = [q for group in queries for q in group]
         results = iter(self._matcher.match_many(flat))
         out = []
-        for group in groups:
+        for group in queries:
             keys: set[str] = set()
             for _ in group:
                 keys.update(next(results))
@@ -182,9 +179,9 @@ class DirectExchange(_Exchange):
 
     kind = "direct"
 
-    def _match_groups(self, groups: Sequence[Sequence[str]]) -> list[set[str]]:
+    def match_queries(self, queries: Sequence[Sequence[str]]) -> list[set[str]]:
         known = self._destinations_by_key
-        return [{q for q in group if q in known} for group in groups]
+        return [{q for q in group if q in known} for group in queries]
 
 
 class FanoutExchange(_Exchange):
@@ -192,8 +189,8 @@ class FanoutExchange(_Exchange):
 
     kind = "fanout"
 
-    def _match_groups(self, groups: Sequence[Sequence[str]]) -> list[set[str]]:
-        return [set(self._destinations_by_key) for _ in groups]
+    def match_queries(self, queries: Sequence[Sequence[str]]) -> list[set[str]]:
+        return [set(self._destinations_by_key) for _ in queries]
 
 
 EXCHANGE_TYPES = {

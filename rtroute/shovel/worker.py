@@ -441,7 +441,7 @@ class _Session:
                 else cfg.publish_fields.get("routing_key")
         self.fixed_exchange = frames.shortstr(exchange) if exchange is not None else None
         self.fixed_key = frames.shortstr(key) if key is not None else None
-        self.method_frames: dict[tuple[bytes, bytes], bytes] = {}
+        self.method_frames: frames.PublishFrames | None = None  # once the channel is open
         self.out: list[bytes] = []          # frames to write at the end of this ioloop turn
         self.dst_channel = 0
         self.same_framing = True
@@ -696,6 +696,7 @@ class _Session:
         self.w.connected_once = True
         src_conn, dst_conn = self.connections["source"], self.dst_conn
         self.dst_channel = self.dst_ch.channel_number
+        self.method_frames = frames.PublishFrames(self.dst_channel, METHOD_CACHE)
         self.frame_max = dst_conn.params.frame_max
         # content frames pass through as received when channel and frame size allow
         self.same_framing = self.dst_channel == self.src_ch.channel_number \
@@ -786,12 +787,7 @@ class _Session:
     def _publish(self, entry: _Entry) -> None:
         exchange = self.fixed_exchange if self.fixed_exchange is not None else entry.exchange
         key = self.fixed_key if self.fixed_key is not None else entry.routing_key
-        method = self.method_frames.get((exchange, key))
-        if method is None:
-            method = frames.publish_frame(self.dst_channel, exchange, key, mandatory=True)
-            if len(self.method_frames) >= METHOD_CACHE:
-                self.method_frames.clear()
-            self.method_frames[(exchange, key)] = method
+        method = self.method_frames.get(exchange, key)  # type: ignore[union-attr]
         parts = entry.parts if self.same_framing \
             else frames.rechannel(entry.parts, self.dst_channel, self.frame_max)
         connection = self.dst_conn

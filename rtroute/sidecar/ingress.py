@@ -9,7 +9,6 @@ decoded (with pika) only for what needs them: dead letters, diverted copies, sel
 """
 from __future__ import annotations
 
-import struct
 from collections.abc import Collection, Sequence
 from typing import Any
 
@@ -22,11 +21,10 @@ from rtroute.amqp.content_header import (
     with_headers_table,
     without_entries,
 )
-from rtroute.amqp.frames import body_of, body_size, decode_properties
+from rtroute.amqp.frames import body_of, body_size, decode_properties, on_channel
 
 __all__ = ["IngressMessage"]
 
-_CHANNEL = struct.Struct(">H")
 BCC_ENTRY_CACHE = 4096  # encoded BCC entries kept, by key tuple (the same match set recurs)
 _BCC_ENTRIES: dict[Sequence[str], bytes] = {}
 
@@ -113,11 +111,6 @@ class IngressMessage:
                 entries += entry
             header = with_headers_table(header, channel, self.span, entries)
         else:
-            header = header[:1] + _CHANNEL.pack(channel) + header[3:]
-        if len(self.parts) == 2:
-            part = self.parts[1]
-            return b"".join((method_frame, header, part[:1], _CHANNEL.pack(channel),
-                             part[3:])), 3
-        number = _CHANNEL.pack(channel)
-        bodies = [p[:1] + number + p[3:] for p in self.parts[1:]]
+            header = on_channel(header, channel)
+        bodies = [on_channel(p, channel) for p in self.parts[1:]]
         return b"".join((method_frame, header, *bodies)), 2 + len(bodies)

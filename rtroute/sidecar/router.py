@@ -138,16 +138,15 @@ class ExchangeRouter:
         """
         decisions: list[Decision | None] = [None] * len(messages)
         groups: dict[tuple[str, ...], int] = {}  # query -> its index in the core call
-        valid: list[tuple[int, int, str, dict, list[str]]] = []
+        # (index, query's index, routing key, delivered headers or None for none, CC)
+        valid: list[tuple[int, int, str, dict | None, list[str]]] = []
         for i, (routing_key, headers) in enumerate(messages):
             try:
                 if headers:
                     delivered, cc, queries = self._queries(routing_key, headers)
                 else:  # the common case: nothing but the routing key
-                    if not (isinstance(routing_key, str) and routing_key.isascii()
-                            and len(routing_key) <= MAX_BINDING_BYTES):
-                        routing_key = decode_key(routing_key, MAX_BINDING_BYTES, "routing key")
-                    delivered, cc, queries = _NO_HEADERS, _NO_KEYS, (routing_key,)
+                    routing_key = decode_key(routing_key, MAX_BINDING_BYTES, "routing key")
+                    delivered, cc, queries = None, [], (routing_key,)
             except (PreconditionFailed, TypeError, ValueError) as exc:
                 decisions[i] = Decision(headers=dict(headers or {}), error=str(exc))
                 continue
@@ -156,7 +155,7 @@ class ExchangeRouter:
         matched = self._exchange.match_queries(list(groups))
         shared: dict[int, Decision] = {}
         for i, group, routing_key, delivered, cc in valid:
-            if delivered is _NO_HEADERS:
+            if delivered is None:
                 decision = shared.get(group)
                 if decision is None:
                     decision = shared[group] = self._decision(routing_key, {}, [],
@@ -236,10 +235,6 @@ class BrokerRoutedRouter:
             return Decision(headers=dict(original or {}), error=str(exc))
         bcc = tuple(k for k in alias if isinstance(k, str)) if alias else None
         return Decision([Publish(self.bindings_exchange, routing_key, bcc or None)], headers)
-
-
-_NO_HEADERS: dict = {}  # the delivered headers of a message without any (never mutated)
-_NO_KEYS: list[str] = []
 
 
 def _has_wildcard(key: str) -> bool:

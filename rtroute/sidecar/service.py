@@ -402,9 +402,8 @@ class Sidecar:
         self._consume_channel: Any = None
         self._reader: frames.FrameReader | None = None
         self._consumers: dict[str, ManagedExchange] = {}  # consumer tag -> exchange
-        self._publish_channel = 0  # the confirm window's channel number
-        # (exchange, routing key) -> basic.publish frame on the publish channel
-        self._method_frames: dict[tuple[str, str], bytes] = {}
+        # the basic.publish frames of the confirm window's channel
+        self._publish_frames: frames.PublishFrames | None = None
         self._queue: collections.deque[_Out] = collections.deque()
         self._unsettled: collections.deque[_Pending] = collections.deque()
         # deliveries since the last flush, in delivery-tag order (all on one channel)
@@ -672,7 +671,6 @@ class Sidecar:
         self._queue.clear()
         self._unsettled.clear()
         self._consumers.clear()
-        self._method_frames.clear()
         self._consume_channel = channel
         channel.add_on_close_callback(self._on_channel_closed)
         channel.add_on_cancel_callback(self._on_broker_cancel)
@@ -687,7 +685,8 @@ class Sidecar:
                                    on_closed=self._on_window_closed)
             window.read_confirms_from(self._reader)
             self._window = window
-            self._publish_channel = publish_channel.channel_number
+            self._publish_frames = frames.PublishFrames(publish_channel.channel_number,
+                                                        METHOD_FRAME_CACHE)
             window.start(on_ready=lambda: self._probe_targets(
                 connection, self._forwarding_names(), lambda: self._start_exchanges(connection)))
 
@@ -978,17 +977,12 @@ class Sidecar:
             c.routed += 1  # broker-routed exchanges count on the confirm (returned or not)
         outs = []
         drop = (ex.spec.bcc_alias_header, "BCC")
-        channel = self._publish_channel
-        method_frames = self._method_frames
+        publish_frames = self._publish_frames
+        assert publish_frames is not None  # deliveries come once the window is open
         for p in decision.publishes:
-            method = method_frames.get((p.exchange, p.routing_key))
-            if method is None:
-                method = frames.publish_frame(channel, frames.shortstr(p.exchange),
-                                              frames.shortstr(p.routing_key), mandatory=True)
-                if len(method_frames) >= METHOD_FRAME_CACHE:
-                    method_frames.clear()
-                method_frames[(p.exchange, p.routing_key)] = method
-            data, count = m.republish_frames(channel, method, drop, p.bcc)
+            data, count = m.republish_frames(publish_frames.channel,
+                                             publish_frames.get(p.exchange, p.routing_key),
+                                             drop, p.bcc)
             outs.append(_Out(p.exchange, p.routing_key, None, m.body, pending, frames=data,
                              frame_count=count))
         return outs
