@@ -34,7 +34,7 @@ import re
 import threading
 from typing import Any, Callable, NamedTuple
 
-from rtroute.amqp.management import BindingInfo, ManagementClient, ManagementError
+from rtroute.amqp.management import BindingInfo, ManagementClient, ManagementError, NotFound
 
 __all__ = ["Binding", "BindingWatcher", "WatcherState"]
 
@@ -142,6 +142,14 @@ class BindingWatcher:
         self.events_received = 0
         self.listings = 0
         self.last_error: str | None = None
+        # listings that disagreed with what the events had shown, and the last one's summary
+        self.disagreements = 0
+        self.last_disagreement: str | None = None
+        self._unconfirmed_removals: set[_Entry] = set()
+        # the events have kept the table exact since a listing of this subscription
+        self._exact = False
+        # bindings that remove events named since the last listing: the listing settles them
+        self._removed_by_events: set[tuple[str, str, str]] = set()
 
     # -- public --------------------------------------------------------------------------------
 
@@ -180,6 +188,7 @@ class BindingWatcher:
         self._listing_running = False
         self._connection = connection
         self._channel = None
+        self._exact = False  # events were missed while detached: the next listing is the truth
         self.state = WatcherState.STARTING
         if self._use_events:
             connection.channel(on_open_callback=self._on_channel_open)
@@ -237,6 +246,7 @@ class BindingWatcher:
         if channel is not self._channel:
             return
         self._channel = None
+        self._exact = False
         if self.state is WatcherState.STOPPED:
             return
         connection = self._connection
@@ -306,8 +316,14 @@ class BindingWatcher:
 
         def work() -> None:
             try:
+                # "[]" is also the answer for an exchange that does not exist (on this broker)
+                management.exchange(exchange, vhost)
                 rows: Any = management.exchange_bindings(exchange, vhost)
                 error = None
+            except NotFound:
+                rows, error = None, (f"exchange {exchange!r} does not exist in vhost {vhost!r} "
+                                     "according to the management API (deleted meanwhile, or "
+                                     "the API is another broker's?)")
             except ManagementError as exc:
                 rows, error = None, str(exc)
             except Exception as exc:  # noqa: BLE001 - the thread must always report back
@@ -339,7 +355,11 @@ class BindingWatcher:
         }
         for event in buffered:
             _apply_to_set(entries, event)
+        if self._exact and self._events:
+            entries = self._reconcile(entries)
         self._replace_all(entries)
+        self._exact = self._events
+        self._removed_by_events = set()
         self.state = WatcherState.FOLLOWING if self._events else WatcherState.POLLING
         if not self._ready:
             self._ready = True
@@ -354,6 +374,39 @@ class BindingWatcher:
     def _interval(self) -> float:
         return self.relist_interval if self._events else self.poll_interval
 
+    def _reconcile(self, listed: set[_Entry]) -> set[_Entry]:
+        """What to keep when a re-listing differs from the table the events have kept.
+
+        While events flow, the table is exact and a re-listing is only a fallback, so a
+        difference is news: an event was lost, or the listing is wrong. It is reported (log,
+        :attr:`disagreements`, :attr:`last_disagreement`) and applied cautiously: bindings only
+        the listing has are added at once (a key too many costs nothing: RabbitMQ resolves the
+        keys to queues); bindings only the table has are removed only when the next listing
+        lacks them too, so one bad listing never empties a known table.
+        """
+        # entries that differ only in how their arguments normalised are the same bindings
+        listed_bindings = {e[:3] for e in listed}
+        known_bindings = {e[:3] for e in self._entries}
+        settled = self._removed_by_events
+        self._removed_by_events = set()
+        unlisted = {e for e in self._entries - listed
+                    if e[:3] not in listed_bindings and e[:3] not in settled}
+        added = {e for e in listed - self._entries if e[:3] not in known_bindings}
+        removable = unlisted & self._unconfirmed_removals
+        self._unconfirmed_removals = unlisted - removable
+        if not unlisted and not added:
+            return listed
+        self.disagreements += 1
+        kept = unlisted - removable
+        self.last_disagreement = (
+            f"listing of {self.exchange!r} differs from the events: {len(added)} listed "
+            f"bindings no event showed (added), {len(unlisted)} known bindings not listed "
+            f"({len(removable)} removed, missing from two listings in a row; {len(kept)} kept "
+            "until the next listing)")
+        LOGGER.warning("binding watcher: %s; e.g. %s", self.last_disagreement,
+                       ", ".join(repr(Binding(*e[:3])) for e in list(unlisted ^ added)[:3]))
+        return listed | kept
+
     # -- state changes -------------------------------------------------------------------------
 
     def _apply_live(self, event: tuple[str, Any]) -> None:
@@ -361,6 +414,7 @@ class BindingWatcher:
         if action == "add":
             self._add_entry(payload)
         elif action == "remove":
+            self._removed_by_events.add(payload[:3])
             self._remove_entry(payload)
             binding = Binding(*payload[:3])
             if binding in self._binding_counts:

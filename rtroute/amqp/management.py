@@ -19,15 +19,22 @@ from __future__ import annotations
 import base64
 import json
 import socket
+import threading
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, unquote, urlencode, urlsplit
 
+from rtroute.amqp.broker_identity import (
+    BrokerIdentity,
+    BrokerMismatch,
+    check_same_broker,
+    identity_from_overview,
+)
 from rtroute.amqp.uri import management_url, mask_uri, parse_uri
 
-__all__ = ["BindingInfo", "ManagementClient", "ManagementError", "NotFound"]
+__all__ = ["BindingInfo", "ManagementClient", "ManagementError", "NotFound", "WrongBroker"]
 
 
 class ManagementError(RuntimeError):
@@ -47,6 +54,11 @@ class ManagementError(RuntimeError):
 
 class NotFound(ManagementError):
     """The object (vhost, exchange, queue, connection, parameter) does not exist (HTTP 404)."""
+
+
+class WrongBroker(ManagementError):
+    """The management API belongs to another broker than the one the client was told to
+    expect (see :meth:`ManagementClient.expect_broker`); no answer of it is to be trusted."""
 
 
 @dataclass(frozen=True)
@@ -96,6 +108,10 @@ class ManagementClient:
         self.username = username
         self._auth = "Basic " + base64.b64encode(f"{username}:{password}".encode()).decode()
         self.timeout = timeout
+        # the broker this API must belong to (expect_broker), and whether that was checked
+        self._expected: tuple[BrokerIdentity, str, str] | None = None
+        self._verified = False
+        self._verify_lock = threading.Lock()
 
     @classmethod
     def from_amqp_uri(
@@ -116,11 +132,63 @@ class ManagementClient:
     def __repr__(self) -> str:
         return f"ManagementClient({self.base_url!r}, user={self.username!r})"
 
+    # -- identity ------------------------------------------------------------------------------
+
+    def expect_broker(self, identity: BrokerIdentity, amqp_where: str,
+                      option: str = "--management-uri") -> None:
+        """From now on, answer only if this API belongs to the broker ``identity`` (what the
+        AMQP connection's ``connection.start`` said; see :mod:`rtroute.amqp.broker_identity`).
+
+        The first request after this call checks ``/api/overview`` first; on a mismatch that
+        request and every later one raise :class:`WrongBroker`. Call it again after each
+        (re)connect: a new identity is checked anew, the same one is not.
+
+        Args:
+            identity: the connected broker's identity.
+            amqp_where: the AMQP endpoint, masked, for the error message.
+            option: what the user sets to fix a mismatch, for the error message.
+        """
+        with self._verify_lock:
+            if self._expected is None or self._expected[0] != identity:
+                self._verified = False
+            self._expected = (identity, amqp_where, option)
+
+    def verify_broker(self) -> BrokerIdentity | None:
+        """Checks now that this API belongs to the expected broker; returns the API's identity
+        (None when nothing is expected).
+
+        Raises:
+            WrongBroker: it belongs to another broker.
+            ManagementError: the API could not be asked.
+        """
+        with self._verify_lock:
+            if self._expected is None:
+                return None
+            identity, amqp_where, option = self._expected
+            found = identity_from_overview(self._send("GET", "overview", None, None))
+            try:
+                check_same_broker(identity, found, amqp_where, mask_uri(self.base_url[:-4]),
+                                  option)
+            except BrokerMismatch as exc:
+                self._verified = False
+                raise WrongBroker(str(exc), None, "GET", "overview") from None
+            self._verified = True
+            return found
+
     # -- generic -------------------------------------------------------------------------------
 
     def request(self, method: str, path: str, body: Any = None,
                 headers: dict[str, str] | None = None) -> Any:
-        """Send ``METHOD /api/PATH`` (``body`` as JSON) and return the decoded JSON or None."""
+        """Send ``METHOD /api/PATH`` (``body`` as JSON) and return the decoded JSON or None.
+
+        After :meth:`expect_broker`, the API's identity is checked first (once).
+        """
+        if self._expected is not None and not self._verified:
+            self.verify_broker()
+        return self._send(method, path, body, headers)
+
+    def _send(self, method: str, path: str, body: Any,
+              headers: dict[str, str] | None) -> Any:
         data = None if body is None else json.dumps(body).encode("utf-8")
         req = urllib.request.Request(self.base_url + path, data=data, method=method)
         req.add_header("Authorization", self._auth)

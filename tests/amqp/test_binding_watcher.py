@@ -9,6 +9,8 @@ import pytest
 
 from rtroute.amqp import Binding, BindingWatcher, ManagementClient, WatcherState, connect_blocking
 
+from ..conftest import broker_uri_for
+
 pytestmark = pytest.mark.broker
 
 
@@ -165,7 +167,7 @@ def test_without_the_event_exchange_it_falls_back_to_polling(ioloop, broker_uri,
     try:
         mgmt.request("PUT", f"permissions/{vhost}/guest",
                      {"configure": ".*", "write": ".*", "read": ".*"})
-        uri = f"amqp://guest:guest@127.0.0.1:5672/{vhost}"
+        uri = broker_uri_for(vhost)
         setup = connect_blocking(uri)
         channel = setup.channel()
         channel.exchange_declare("logs.bindings", "direct")
@@ -229,3 +231,73 @@ def test_after_a_reconnect_changes_made_meanwhile_are_reported(ioloop, broker_ur
     assert recorder.added.count(Binding(queue, "queue", "old")) == 1  # no re-announcement
     assert watcher.listings == 2
     assert watcher.state is WatcherState.FOLLOWING
+
+
+class ListingThatLies(ManagementClient):
+    """The real client, but its next ``lies`` listings (after the first) answer "no bindings",
+    as the API of another broker, or a broken one, would."""
+
+    def __init__(self, lies: int, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.lies = lies
+        self.listed = 0
+
+    def exchange_bindings(self, name, vhost="/"):
+        rows = super().exchange_bindings(name, vhost)
+        self.listed += 1
+        if self.listed > 1 and self.lies:
+            self.lies -= 1
+            return []
+        return rows
+
+
+def test_one_listing_that_disagrees_with_the_events_empties_nothing(ioloop, channel, names,
+                                                                   mgmt, until):
+    exchange, queue = names.exchange(), names.queue()
+    channel.exchange_declare(exchange, "direct")
+    channel.queue_declare(queue)
+    channel.queue_bind(queue, exchange, "k")
+    recorder = Recorder()
+    management = ListingThatLies(1, url=mgmt.base_url[:-4], timeout=5)
+    runner, watcher = watch(ioloop, recorder, exchange, management, relist_interval=0.3)
+    until(lambda: watcher.listings >= 3)  # the lie, then an honest one
+    assert known(runner, watcher) == {Binding(queue, "queue", "k")}
+    assert recorder.removed == []
+    assert watcher.disagreements == 1
+    assert "1 known bindings not listed" in watcher.last_disagreement
+
+
+def test_a_binding_missing_from_two_listings_in_a_row_is_removed_and_said(ioloop, channel,
+                                                                         names, mgmt, until,
+                                                                         caplog):
+    exchange, queue = names.exchange(), names.queue()
+    channel.exchange_declare(exchange, "direct")
+    channel.queue_declare(queue)
+    channel.queue_bind(queue, exchange, "k")
+    recorder = Recorder()
+    management = ListingThatLies(2, url=mgmt.base_url[:-4], timeout=5)
+    with caplog.at_level("WARNING", logger="rtroute.amqp.binding_watcher"):
+        _runner, watcher = watch(ioloop, recorder, exchange, management, relist_interval=0.3)
+        until(lambda: Binding(queue, "queue", "k") in recorder.removed)
+    assert watcher.disagreements == 2
+    assert any("differs from the events" in r.getMessage() for r in caplog.records)
+
+
+def test_a_listing_of_an_exchange_the_api_does_not_know_changes_nothing(ioloop, channel, names,
+                                                                       mgmt, until):
+    exchange, queue = names.exchange(), names.queue()
+    channel.exchange_declare(exchange, "direct")
+    channel.queue_declare(queue)
+    channel.queue_bind(queue, exchange, "k")
+    recorder = Recorder()
+    runner, watcher = watch(ioloop, recorder, exchange, mgmt, relist_interval=0.3)
+
+    class Elsewhere(ManagementClient):  # an API where that exchange does not exist
+        def exchange(self, name, vhost="/"):
+            return super().exchange(name + ".absent", vhost)
+
+    runner.call(lambda: setattr(watcher, "_management", Elsewhere(mgmt.base_url[:-4],
+                                                                  timeout=5)))
+    until(lambda: watcher.last_error and "does not exist" in watcher.last_error)
+    assert known(runner, watcher) == {Binding(queue, "queue", "k")}
+    assert recorder.removed == []
