@@ -19,9 +19,11 @@ Frame layout: ``type (1) | channel (2) | size (4) | payload (size) | 0xCE``.
 """
 from __future__ import annotations
 
+import logging
 import struct
 from typing import Any, Callable
 
+import pika.exceptions
 import pika.spec
 from pika.frame import Header, decode_frame
 
@@ -41,6 +43,8 @@ __all__ = [
     "rechannel",
     "shortstr",
 ]
+
+LOGGER = logging.getLogger(__name__)
 
 FRAME_METHOD, FRAME_HEADER, FRAME_BODY = 1, 2, 3
 FRAME_END = b"\xce"
@@ -170,8 +174,8 @@ class FrameReader:
     (returns included, which precede the confirm of their publish) goes to pika, in order.
     """
 
-    __slots__ = ("_body_left", "_channel", "_confirm_channel", "_connection", "_delivery",
-                 "_detailed", "_on_confirm", "_on_delivery", "_parts", "_process")
+    __slots__ = ("_body_left", "_broken", "_channel", "_confirm_channel", "_connection",
+                 "_delivery", "_detailed", "_on_confirm", "_on_delivery", "_parts", "_process")
 
     def __init__(self, connection: Any) -> None:
         self._connection = connection
@@ -184,6 +188,7 @@ class FrameReader:
         self._parts: list[bytes] = []
         self._body_left = 0
         self._detailed = False
+        self._broken = False
 
     def intercept(self, channel: int, on_delivery: OnDelivery, detailed: bool = False) -> None:
         """Hand deliveries on ``channel`` to ``on_delivery`` from now on (``detailed``: with
@@ -198,6 +203,8 @@ class FrameReader:
         self._on_confirm = on_confirm
 
     def __call__(self, data: bytes) -> None:
+        if self._broken:
+            return  # the stream is being torn down: nothing after a bad frame can be trusted
         connection = self._connection
         pending = connection._frame_buffer
         buffer = pending + data if pending else data
@@ -210,6 +217,11 @@ class FrameReader:
                 frame_end = offset + _U32(buffer, offset + 3)[0] + 8
                 if frame_end > end:
                     break
+                if buffer[frame_end - 1] != 0xCE:
+                    octet = buffer[frame_end - 1]
+                    offset = end
+                    self._frame_error(octet)
+                    return
                 channel = _U16(buffer, offset + 1)[0]
                 if channel == confirms and buffer[offset] == FRAME_METHOD:
                     method_id = buffer[offset + 7:offset + 11]
@@ -264,6 +276,21 @@ class FrameReader:
                 self._process(value)
         finally:
             connection._frame_buffer = buffer[offset:] if offset else buffer
+
+    def _frame_error(self, octet: int) -> None:
+        """A frame that does not end with 0xCE: the stream is out of step, so the connection
+        is torn down (AMQP's FRAME_ERROR) and the caller's reconnect logic takes over; its
+        unacked deliveries are redelivered."""
+        self._broken = True
+        self._connection._frame_buffer = b""
+        error = pika.exceptions.AMQPConnectionError(
+            f"FRAME_ERROR: frame end octet 0x{octet:02x}, expected 0xce")
+        LOGGER.error("%s: closing the connection", error.args[0])
+        terminate = getattr(self._connection, "_terminate_stream", None)
+        if terminate is not None:
+            terminate(error)
+        else:
+            self._connection.close(501, error.args[0])
 
     def _deliver(self) -> None:
         delivery = self._delivery

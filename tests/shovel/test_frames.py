@@ -145,3 +145,30 @@ def test_status_registry_snapshot_metrics_and_table():
     table = format_table([row])
     assert table.splitlines()[1].split()[:2] == ["s1", "terminated"]
     assert scrub("x amqps://a:b@c/d y") == "x amqps://a:***@c/d y"
+
+
+class TerminableConnection(FakeConnection):
+    def __init__(self) -> None:
+        super().__init__()
+        self.terminated: list[Exception] = []
+
+    def _terminate_stream(self, error: Exception) -> None:
+        self.terminated.append(error)
+
+
+def test_a_frame_without_its_end_octet_tears_the_connection_down(caplog):
+    good = deliver_frames(1, 1, "ex", "a.b", b"hello")
+    bad = bytearray(deliver_frames(1, 2, "ex", "a.b", b"world"))
+    bad[-1] = 0x00  # the body frame's end octet
+    connection = TerminableConnection()
+    reader = frames.FrameReader(connection)
+    got: list = []
+    reader.intercept(1, lambda tag, *rest: got.append(tag))
+    reader(good + bytes(bad) + good)
+    assert got == [1]  # the bad delivery and everything after it are not delivered
+    assert len(connection.terminated) == 1
+    assert "FRAME_ERROR" in str(connection.terminated[0])
+    assert connection._frame_buffer == b""
+    reader(good)  # later reads of the dying stream are ignored
+    assert got == [1]
+    assert any("FRAME_ERROR" in r.getMessage() for r in caplog.records)
