@@ -63,7 +63,14 @@ def route(bindings_path: str, kind: str, cc: tuple, bcc: tuple, as_json: bool,
 @click.option("--rtopic", "rtopic", multiple=True, metavar="NAME",
               help="Serve NAME as an x-rtopic exchange (repeatable; without a config file).")
 @click.option("--http", "http_listen", default=None, metavar="HOST:PORT",
-              help="Ops endpoint (/healthz /status /metrics).  [default: 127.0.0.1:9419]")
+              help="Ops endpoint (/livez /readyz /status /metrics /diverts).  "
+                   "[default: 127.0.0.1:9419]")
+@click.option("--token", "cli_token", default=None, envvar="RTROUTE_HTTP_TOKEN",
+              show_envvar=True,
+              help="Bearer token of the ops endpoint (overrides [http] token).")
+@click.option("--token-file", "token_file", default=None, envvar="RTROUTE_HTTP_TOKEN_FILE",
+              show_envvar=True, type=click.Path(dir_okay=False),
+              help="Read that token from a file (its content, stripped).")
 @click.option("--prefetch", default=1000, show_default=True, type=click.IntRange(1, 65535),
               help="Ingress prefetch window per exchange (without a config file).")
 @click.option("--name", "connection_name", default="rtroute-sidecar", show_default=True,
@@ -74,7 +81,8 @@ def route(bindings_path: str, kind: str, cc: tuple, bcc: tuple, as_json: bool,
 @click.option("--log-level", default="INFO", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]))
 def run(config_path: str | None, uri: str | None, rtopic: tuple, http_listen: str | None,
-        prefetch: int, connection_name: str, persist_diverts: bool, log_level: str) -> None:
+        prefetch: int, connection_name: str, persist_diverts: bool, log_level: str,
+        cli_token: str | None, token_file: str | None) -> None:
     """Serve managed exchanges (x-rtopic) over the broker until SIGTERM/SIGINT.
 
     \b
@@ -89,7 +97,21 @@ def run(config_path: str | None, uri: str | None, rtopic: tuple, http_listen: st
 
     logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("pika").setLevel(max(logging.WARNING, logging.getLevelName(log_level)))
-    token = None
+    from rtroute.ops_http import ListenError
+
+    if token_file:
+        if cli_token:
+            raise click.UsageError("give either --token or --token-file, not both")
+        try:
+            with open(token_file, encoding="utf-8") as f:
+                cli_token = f.read().strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise click.ClickException(f"--token-file {token_file}: "
+                                       f"{getattr(exc, 'strerror', None) or exc}") from None
+        if not cli_token:
+            raise click.ClickException(f"--token-file {token_file}: the file is empty")
+    token = cli_token or None
+    allow_changes = protect_reads = False
     management_uri = None
     shovels = None
     if config_path:
@@ -105,7 +127,9 @@ def run(config_path: str | None, uri: str | None, rtopic: tuple, http_listen: st
         uri = uri or config.broker.uri
         management_uri = config.broker.management_uri
         http_listen = http_listen or config.http.listen
-        token = config.http.token
+        token = token or config.http.token
+        allow_changes = config.http.allow_unauthenticated_changes
+        protect_reads = config.http.protect_reads
         persist_diverts = persist_diverts or config.http.persist_diverts
         diverts = config.diverts
         if config.shovels:
@@ -117,7 +141,12 @@ def run(config_path: str | None, uri: str | None, rtopic: tuple, http_listen: st
                 raise click.ClickException(f"{config_path}: declares nothing to run")
             from rtroute.shovel.runner import serve as serve_shovels
 
-            serve_shovels(shovels, http_listen, token)
+            try:
+                serve_shovels(shovels, http_listen, token,
+                              allow_unauthenticated_changes=allow_changes,
+                              protect_reads=protect_reads)
+            except ListenError as exc:
+                raise click.ClickException(str(exc)) from None
             return
     else:
         if not rtopic:
@@ -130,7 +159,11 @@ def run(config_path: str | None, uri: str | None, rtopic: tuple, http_listen: st
                           diverts=diverts, persist_diverts=persist_diverts)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
-    serve(sidecar, http_listen or "127.0.0.1:9419", token, shovels=shovels)
+    try:
+        serve(sidecar, http_listen or "127.0.0.1:9419", token, shovels=shovels,
+              allow_unauthenticated_changes=allow_changes, protect_reads=protect_reads)
+    except ListenError as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 @main.command()

@@ -85,19 +85,25 @@ class BrokerConfig:
 
 @dataclass(frozen=True)
 class HttpConfig:
-    """``[http]``: the status endpoint (``/healthz``, ``/status``, ``/metrics``).
+    """``[http]``: the status endpoint (``/livez``, ``/readyz``, ``/status``, ``/metrics``).
 
     Attributes:
         listen: ``HOST:PORT`` (``[::1]:PORT`` for IPv6); loopback by default.
-        token: bearer token required by the endpoint; mandatory when ``listen`` is not a
-            loopback address.
+        token: bearer token that changes (and, with ``protect_reads``, reads) require;
+            mandatory when ``listen`` is not a loopback address.
         persist_diverts: keep the diverts created with ``POST /diverts`` in the broker (a
             global parameter), so that they outlive the sidecar and reach its standbys.
+        allow_unauthenticated_changes: without a token, accept changes (``POST /diverts``,
+            ``DELETE /diverts/NAME``) anyway; otherwise they need the token.
+        protect_reads: with a token, require it for reads too (``/status``, ``/metrics``,
+            health, ``GET /diverts``), which are open by default.
     """
 
     listen: str = DEFAULT_LISTEN
     token: str | None = None
     persist_diverts: bool = False
+    allow_unauthenticated_changes: bool = False
+    protect_reads: bool = False
 
     @property
     def host(self) -> str:
@@ -368,11 +374,14 @@ def _parse_http(reader: TableReader) -> HttpConfig:
         raise reader.error_at(("listen",), f"listen {exc}, got {listen!r}") from None
     token = reader.string("token", default=None, empty=False)
     persist = reader.boolean("persist_diverts", default=False)
+    allow_changes = reader.boolean("allow_unauthenticated_changes", default=False)
+    protect_reads = reader.boolean("protect_reads", default=False)
     reader.finish()
     if token is None and not is_loopback(host):
         raise reader.error_at(("listen",), f"listen {listen!r} is not a loopback address, so "
                               "a token is required (token = \"...\")")
-    return HttpConfig(listen=listen, token=token, persist_diverts=persist)
+    return HttpConfig(listen=listen, token=token, persist_diverts=persist,
+                      allow_unauthenticated_changes=allow_changes, protect_reads=protect_reads)
 
 
 # ------------------------------------------------------------------------------- [[exchange]]

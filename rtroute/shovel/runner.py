@@ -74,18 +74,25 @@ class ShovelRunner:
 
 def serve(runner: ShovelRunner, http_listen: str | None, http_token: str | None = None,
           on_started: Callable[[Any], None] | None = None,
-          keep_serving: bool = True) -> None:
+          keep_serving: bool = True, *, allow_unauthenticated_changes: bool = False,
+          protect_reads: bool = False) -> None:
     """Run ``runner`` (and its HTTP endpoint) until SIGTERM/SIGINT, then stop gracefully.
 
     With ``keep_serving`` the process stays up after every shovel ended by itself (terminated
     for good or finished), so that ``/status`` can still be read; otherwise it returns.
+    ``allow_unauthenticated_changes`` and ``protect_reads`` are those of
+    :class:`rtroute.ops_http.OpsServer`.
+
+    Raises:
+        rtroute.ops_http.ListenError: the endpoint cannot listen (e.g. address in use).
     """
     from rtroute.ops_http import OpsServer
 
-    http = OpsServer(http_listen, runner.status, token=http_token).start() \
-        if http_listen else None
+    http = OpsServer(http_listen, runner.status, token=http_token,
+                     allow_unauthenticated_changes=allow_unauthenticated_changes,
+                     protect_reads=protect_reads).start() if http_listen else None
     if http is not None:
-        LOGGER.info("http endpoint on %s (/healthz /status /metrics)", http_listen)
+        LOGGER.info("http endpoint on %s (/livez /readyz /status /metrics)", http_listen)
     stop_requested = threading.Event()
 
     def on_signal(signum: int, _frame: Any) -> None:

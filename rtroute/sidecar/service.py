@@ -1160,15 +1160,21 @@ def _with_headers(props: Any, headers: dict) -> pika.BasicProperties:
 
 
 def serve(sidecar: Sidecar, http_listen: str | None, http_token: str | None = None,
-          on_started: Callable[[Any], None] | None = None, shovels: Any = None) -> None:
+          on_started: Callable[[Any], None] | None = None, shovels: Any = None, *,
+          allow_unauthenticated_changes: bool = False, protect_reads: bool = False) -> None:
     """Runs ``sidecar`` with its HTTP endpoint until SIGTERM/SIGINT, then stops gracefully.
 
     ``shovels`` (a :class:`rtroute.shovel.runner.ShovelRunner`) run beside it, each in its own
     thread, and share the endpoint: ``/status`` then lists ``shovels`` too.
 
-    The endpoint serves ``/healthz``, ``/status`` and ``/metrics``, and manages diverts:
-    ``POST /diverts`` (a JSON object with the ``[[divert]]`` keys), ``DELETE /diverts/NAME``
-    and ``GET /diverts``; with ``http_token`` every request needs ``Authorization: Bearer``.
+    The endpoint serves ``/livez``, ``/readyz`` (``/healthz``), ``/status`` and ``/metrics``,
+    and manages diverts: ``POST /diverts`` (a JSON object with the ``[[divert]]`` keys),
+    ``DELETE /diverts/NAME`` and ``GET /diverts``. Changes need ``http_token`` (``Authorization:
+    Bearer``) unless ``allow_unauthenticated_changes`` and no token; reads need it only with
+    ``protect_reads`` (see :class:`rtroute.ops_http.OpsServer`).
+
+    Raises:
+        rtroute.ops_http.ListenError: the endpoint cannot listen (e.g. address in use).
     """
     import signal
 
@@ -1176,10 +1182,11 @@ def serve(sidecar: Sidecar, http_listen: str | None, http_token: str | None = No
 
     status = sidecar.status if shovels is None else \
         (lambda: merge_status(sidecar.status(), shovels.status()))
-    http = OpsServer(http_listen, status, token=http_token,
-                     routes=sidecar.http_routes()).start() if http_listen else None
+    http = OpsServer(http_listen, status, token=http_token, routes=sidecar.http_routes(),
+                     allow_unauthenticated_changes=allow_unauthenticated_changes,
+                     protect_reads=protect_reads).start() if http_listen else None
     if http is not None:
-        LOG.info("http endpoint on %s (/healthz /status /metrics /diverts)", http_listen)
+        LOG.info("http endpoint on %s (/livez /readyz /status /metrics /diverts)", http_listen)
 
     def on_signal(signum: int, _frame: Any) -> None:
         LOG.info("signal %d: stopping (draining confirms)", signum)

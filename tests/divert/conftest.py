@@ -123,6 +123,8 @@ def http(sc: SidecarProcess, method: str, path: str, body: Any = None,
                                       else json.dumps(body).encode())
     request = urllib.request.Request(f"http://127.0.0.1:{sc.port}{path}", data=data,
                                      method=method)
+    if data is not None:
+        request.add_header("Content-Type", "application/json")
     if token:
         request.add_header("Authorization", f"Bearer {token}")
     try:

@@ -13,6 +13,8 @@ from .conftest import depth, divert_status, http, wait_depth
 pytestmark = pytest.mark.broker
 
 PARAMETER = "rtroute.diverts./"
+TOKEN = "s3cret-token"
+HTTP = {"persist_diverts": True, "token": TOKEN}
 
 
 @pytest.fixture
@@ -54,12 +56,12 @@ def test_diverts_created_over_http_outlive_the_sidecar_and_reach_its_standby(
     name = managed("persist")
     spy = objects.queue(f"{name}.spy")
     exchanges = [{"name": name, "kind": "topic"}]
-    first = run_config(exchanges, http={"persist_diverts": True})
-    standby = run_config(exchanges, http={"persist_diverts": True})
+    first = run_config(exchanges, http=HTTP)
+    standby = run_config(exchanges, http=HTTP)
     local = objects.queue(f"{name}.local", bind=(f"{name}.bindings", "#"))
     divert = {"name": f"{name}-spy", "address": name, "forwarding_address": spy,
               "routing_type": "ANYCAST", "filter": "office = 'New York'"}
-    code, answer = http(first, "POST", "/diverts", divert)
+    code, answer = http(first, "POST", "/diverts", divert, TOKEN)
     assert code == 201 and answer["stored"], answer
     assert mgmt.global_parameter(PARAMETER) == [divert]
     assert first.status()["divert_store"] == PARAMETER
@@ -75,9 +77,9 @@ def test_diverts_created_over_http_outlive_the_sidecar_and_reach_its_standby(
     wait_depth(channel, spy, 1)
 
     # a sidecar started now loads it at start; DELETE removes it from the broker too
-    late = run_config(exchanges, http={"persist_diverts": True})
+    late = run_config(exchanges, http=HTTP)
     assert divert_status(late, divert["name"])["forwarding_address"] == spy
-    code, answer = http(standby, "DELETE", f"/diverts/{divert['name']}")
+    code, answer = http(standby, "DELETE", f"/diverts/{divert['name']}", token=TOKEN)
     assert code == 200, answer
     assert mgmt.global_parameter(PARAMETER) is None
     wait_for(lambda: not divert_status(late, divert["name"]), 20)  # the other one follows
@@ -87,9 +89,9 @@ def test_diverts_created_over_http_outlive_the_sidecar_and_reach_its_standby(
 def test_without_persist_diverts_nothing_is_stored(store, run_config, managed, objects, mgmt):
     name = managed("volatile")
     spy = objects.queue(f"{name}.spy")
-    sc = run_config([{"name": name, "kind": "topic"}])
+    sc = run_config([{"name": name, "kind": "topic"}], http={"token": TOKEN})
     code, answer = http(sc, "POST", "/diverts", {"name": f"{name}-spy", "address": name,
-                                                "forwarding_address": spy})
+                                                "forwarding_address": spy}, TOKEN)
     assert code == 201 and not answer["stored"]
     assert mgmt.global_parameter(PARAMETER) is None and sc.status()["divert_store"] is None
 
