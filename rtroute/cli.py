@@ -58,8 +58,14 @@ def route(bindings_path: str, kind: str, cc: tuple, bcc: tuple, as_json: bool,
 @main.command()
 @click.option("-c", "--config", "config_path", type=click.Path(dir_okay=False),
               help="rtroute.toml declaring the broker, managed exchanges and the HTTP endpoint.")
-@click.option("--uri", default=None, help="Broker URI (without a config file).  "
+@click.option("--uri", default=None, envvar="RTROUTE_URI", show_envvar=True,
+              help="Broker URI (overrides [broker] uri).  "
               "[default: amqp://guest:guest@127.0.0.1:5672/%2F]")
+@click.option("--management-uri", "management_uri", default=None,
+              envvar="RTROUTE_MANAGEMENT_URI", show_envvar=True,
+              help="Management API of that broker (overrides [broker] management_uri).  "
+                   "[default: http://HOST:15672/ with the URI's credentials; checked to be the "
+                   "same broker before it is trusted]")
 @click.option("--rtopic", "rtopic", multiple=True, metavar="NAME",
               help="Serve NAME as an x-rtopic exchange (repeatable; without a config file).")
 @click.option("--http", "http_listen", default=None, metavar="HOST:PORT",
@@ -80,7 +86,8 @@ def route(bindings_path: str, kind: str, cc: tuple, bcc: tuple, as_json: bool,
                    "outlive the process and reach standbys ([http] persist_diverts).")
 @click.option("--log-level", default="INFO", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]))
-def run(config_path: str | None, uri: str | None, rtopic: tuple, http_listen: str | None,
+def run(config_path: str | None, uri: str | None, management_uri: str | None, rtopic: tuple,
+        http_listen: str | None,
         prefetch: int, connection_name: str, persist_diverts: bool, log_level: str,
         cli_token: str | None, token_file: str | None) -> None:
     """Serve managed exchanges (x-rtopic) over the broker until SIGTERM/SIGINT.
@@ -93,7 +100,7 @@ def run(config_path: str | None, uri: str | None, rtopic: tuple, http_listen: st
     """
     import logging
 
-    from rtroute.sidecar.service import ExchangeSpec, Sidecar, serve
+    from rtroute.sidecar.service import ExchangeSpec, Sidecar, SidecarFatal, serve
 
     logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("pika").setLevel(max(logging.WARNING, logging.getLevelName(log_level)))
@@ -112,20 +119,21 @@ def run(config_path: str | None, uri: str | None, rtopic: tuple, http_listen: st
             raise click.ClickException(f"--token-file {token_file}: the file is empty")
     token = cli_token or None
     allow_changes = protect_reads = False
-    management_uri = None
     shovels = None
     if config_path:
         if rtopic:
             raise click.UsageError("give either --config or --rtopic, not both")
-        from rtroute.config import ConfigError, load
+        from rtroute.config import ConfigError, derive_management_uri, load
 
         try:
             config = load(config_path)
         except ConfigError as exc:
             raise click.ClickException(str(exc)) from None
         specs = list(config.exchanges)
+        if uri and not management_uri and uri != config.broker.uri:
+            management_uri = derive_management_uri(uri)  # not the file's: another broker's
         uri = uri or config.broker.uri
-        management_uri = config.broker.management_uri
+        management_uri = management_uri or config.broker.management_uri
         http_listen = http_listen or config.http.listen
         token = token or config.http.token
         allow_changes = config.http.allow_unauthenticated_changes
@@ -162,7 +170,7 @@ def run(config_path: str | None, uri: str | None, rtopic: tuple, http_listen: st
     try:
         serve(sidecar, http_listen or "127.0.0.1:9419", token, shovels=shovels,
               allow_unauthenticated_changes=allow_changes, protect_reads=protect_reads)
-    except ListenError as exc:
+    except (SidecarFatal, ListenError) as exc:
         raise click.ClickException(str(exc)) from None
 
 

@@ -143,6 +143,9 @@ class ExchangeConfig:
         alternate_exchange: where unroutable messages go (``None``: counted only).
         prefetch: prefetch window of the ingress consumer (1-65535).
         ingress_queue_type: ``classic`` or ``quorum``.
+        ingress_delivery_limit: for a quorum ingress queue, deliveries of one message before
+            the broker dead-letters it to ``rtroute.dead`` (4.x drops it after 20 by default
+            when no dead-letter exchange is set; 3.x has no limit unless one is set).
         bcc_alias_header: header with BCC semantics that publishers use instead of ``BCC``
             (RabbitMQ strips ``BCC`` before the sidecar sees it); removed before delivery.
         bindings: static bindings, in addition to those learned from the broker.
@@ -154,6 +157,7 @@ class ExchangeConfig:
     alternate_exchange: str | None = None
     prefetch: int = 1000
     ingress_queue_type: str = "classic"
+    ingress_delivery_limit: int = 20
     bcc_alias_header: str = "x-rtroute-bcc"
     bindings: list[BindingConfig] = field(default_factory=list)
     max_hops: int = 16
@@ -401,6 +405,11 @@ def _parse_exchange(reader: TableReader) -> ExchangeConfig:
                               "alternate_exchange must differ from the exchange itself")
     prefetch = reader.integer("prefetch", default=1000, minimum=1, maximum=65535)
     queue_type = reader.choice("ingress_queue_type", QUEUE_TYPES, default="classic")
+    delivery_limit = reader.integer("ingress_delivery_limit", default=20, minimum=1,
+                                    maximum=2**31 - 1)
+    if reader.has("ingress_delivery_limit") and queue_type != "quorum":
+        raise reader.error_at(("ingress_delivery_limit",), "ingress_delivery_limit applies "
+                              "only to a quorum ingress queue (ingress_queue_type = \"quorum\")")
     bcc_alias = reader.string("bcc_alias_header", default="x-rtroute-bcc", empty=False)
     if bcc_alias in ("CC", "BCC"):
         raise reader.error_at(("bcc_alias_header",),
@@ -410,7 +419,8 @@ def _parse_exchange(reader: TableReader) -> ExchangeConfig:
     max_hops = reader.integer("max_hops", default=16, minimum=1, maximum=1000)
     reader.finish()
     return ExchangeConfig(name=name, kind=kind, alternate_exchange=alternate, prefetch=prefetch,
-                          ingress_queue_type=queue_type, bcc_alias_header=bcc_alias,
+                          ingress_queue_type=queue_type,
+                          ingress_delivery_limit=delivery_limit, bcc_alias_header=bcc_alias,
                           bindings=bindings, max_hops=max_hops)
 
 

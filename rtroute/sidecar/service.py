@@ -47,6 +47,8 @@ from rtroute.amqp import (
     mask_uri,
     parse_uri,
 )
+from rtroute.amqp.broker_identity import identity_from_server_properties
+from rtroute.amqp.management import WrongBroker
 from rtroute.config import ExchangeConfig
 from rtroute.divert import (
     Divert,
@@ -79,6 +81,13 @@ DIVERT_HEADER = "x-rtroute-divert"
 REPROBE_INTERVAL = 10.0  # seconds between looks for forwarding addresses that did not exist
 METHOD_FRAME_CACHE = 10_000  # basic.publish frames kept, by (exchange, routing key)
 DIVERT_SYNC_INTERVAL = 5.0  # seconds between readings of the stored diverts (persist_diverts)
+VERIFY_RETRY = 5.0  # seconds between attempts to reach the management API at connect
+MANAGEMENT_OPTION = "--management-uri (RTROUTE_MANAGEMENT_URI, [broker] management_uri)"
+
+
+class SidecarFatal(RuntimeError):
+    """The sidecar stopped because it cannot serve correctly (the message says why and what
+    to change); restarting it unchanged would fail the same way."""
 
 
 # One managed exchange, as the config declares it; the sidecar needs nothing more.
@@ -100,10 +109,16 @@ def declarations_for(spec: ExchangeSpec) -> list[dict]:
     if spec.alternate_exchange:
         decls.append({"method": "exchange.declare", "exchange": spec.alternate_exchange,
                       "type": "fanout", "durable": True})
+    ingress_args: dict[str, Any] = {"x-single-active-consumer": True,
+                                    "x-queue-type": spec.ingress_queue_type}
+    if spec.ingress_queue_type == "quorum":
+        # past the delivery limit a quorum queue drops the message unless it has a dead-letter
+        # exchange (4.x sets a limit of 20 by default): dead-letter it, reason in x-death
+        ingress_args.update({"x-dead-letter-exchange": DEAD_LETTER_EXCHANGE,
+                             "x-delivery-limit": spec.ingress_delivery_limit})
     decls += [
         {"method": "queue.declare", "queue": spec.ingress_queue, "durable": True,
-         "arguments": {"x-single-active-consumer": True,
-                       "x-queue-type": spec.ingress_queue_type}},
+         "arguments": ingress_args},
         {"method": "queue.bind", "queue": spec.ingress_queue, "exchange": spec.name,
          "routing_key": ""},
     ]
@@ -236,6 +251,10 @@ class ManagedExchange:
             "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.since)),
             # broker-routed kinds: RabbitMQ holds the bindings, the sidecar does not track them
             "bindings_known": None if self.broker_routed else len(self.router.bindings()),
+            # re-listings that disagreed with the event stream (see BindingWatcher._reconcile)
+            "bindings_disagreements": 0 if self.watcher is None else self.watcher.disagreements,
+            "last_bindings_disagreement": None if self.watcher is None
+            else self.watcher.last_disagreement,
             "in_flight": in_flight,
             "received": c.received,
             "routed": c.routed,
@@ -357,6 +376,8 @@ class Sidecar:
         persist_diverts: keep the diverts created over HTTP in the broker
             (:mod:`rtroute.sidecar.divert_store`); needs the management API.
         divert_sync_interval: seconds between two readings of the stored diverts.
+        allowed_transformers: the ``module:function`` names that diverts made at run time
+            (HTTP, broker-stored) may use; none by default. Config-file diverts may use any.
 
     Raises:
         ValueError: nothing to serve, ``persist_diverts`` without the management API, or a
@@ -369,16 +390,19 @@ class Sidecar:
                  management_uri: str | None = None, window: int = 4000,
                  use_management: bool = True, connection_name: str = "rtroute-sidecar",
                  diverts: Sequence[Any] = (), persist_diverts: bool = False,
-                 divert_sync_interval: float = DIVERT_SYNC_INTERVAL) -> None:
+                 divert_sync_interval: float = DIVERT_SYNC_INTERVAL,
+                 allowed_transformers: Iterable[str] = ()) -> None:
         if not exchanges:
             raise ValueError("nothing to serve: give at least one managed exchange")
         if persist_diverts and not use_management:
             raise ValueError("persist_diverts needs the management API")
         self.uri = uri
         self.masked_uri = mask_uri(uri)
+        self._allowed_transformers = frozenset(allowed_transformers)
         management = ManagementClient.from_amqp_uri(uri, management_uri) if use_management \
             else None
         vhost = parse_uri(uri, strict=False).vhost
+        self._management = management
         self.exchanges = {
             spec.name: ManagedExchange(spec, management, vhost, frame_max=131072)
             for spec in exchanges
@@ -418,12 +442,20 @@ class Sidecar:
         self._reprobe_timer: Any = None
         self.connects = 0
         self.last_error: str | None = None
+        self.fatal_error: str | None = None
+        self.internal_errors = 0
+        self._frame_max = 131072  # the connection's, once negotiated
+        self._internal_errors_seen: dict[str, float] = {}
+        self._stored_loaded = False
 
     # -- any thread ---------------------------------------------------------------------------
     def run(self) -> None:
-        """Connects and serves until :meth:`stop` (blocks the calling thread)."""
-        if self._store is not None:
-            self._load_stored_diverts()
+        """Connects and serves until :meth:`stop` (blocks the calling thread).
+
+        Raises:
+            SidecarFatal: it stopped by itself because it cannot serve correctly (e.g. the
+                management API is another broker's).
+        """
         LOG.info("sidecar starting: broker %s, exchanges %s, %d diverts", self.masked_uri,
                  ", ".join(self.exchanges), len(self.diverts))
         if self._store is not None:
@@ -433,6 +465,8 @@ class Sidecar:
             self._connection.run()
         finally:
             self._stopped.set()
+        if self.fatal_error is not None:
+            raise SidecarFatal(self.fatal_error)
 
     def stop(self, drain_timeout: float = 10.0) -> None:
         """Graceful stop: stop consuming, wait for in-flight confirms and acks, close."""
@@ -486,22 +520,45 @@ class Sidecar:
             raise _Unavailable(f"no answer from the sidecar within {timeout} s") from None
 
     # -- stored diverts (persist_diverts) -------------------------------------------------------
-    def _load_stored_diverts(self) -> None:
-        """Adds the stored diverts before connecting (the ioloop is not running yet)."""
+    def _read_stored_diverts(self) -> tuple[list, list[str]] | None:
+        """The stored diverts, read once the management API is known to be the broker's (any
+        thread but the ioloop's); None if they could not be read (the sync thread retries)."""
         assert self._store is not None
         try:
-            configs, problems = self._store.load()
+            return self._store.load()
         except ManagementError as exc:
             LOG.warning("stored diverts not loaded (%s); trying again in %.0f s", exc,
                         self._divert_sync_interval)
-            return
+            return None
+
+    def _add_stored_diverts(self, stored: tuple[list, list[str]]) -> None:
+        """Adds the stored diverts before the first consume (ioloop thread)."""
+        configs, problems = stored
         for problem in problems:
             LOG.warning("stored divert ignored: %s", problem)
         for config in configs:
             try:
+                self._check_transformer(config)
                 self.diverts.add(config, origin="http")
             except DivertError as exc:
                 LOG.warning("stored divert %s ignored: %s", config.name, exc)
+
+    def _check_transformer(self, config: Any) -> None:
+        """A divert made at run time (HTTP, broker-stored) may name only a transformer that the
+        config file allows: its name is code to import and run, and whoever can reach the
+        endpoint or set broker parameters must not choose it. Checked before any import.
+
+        Raises:
+            DivertError: the transformer is not on the allow-list.
+        """
+        name = getattr(config, "transformer", None)
+        if name and name not in self._allowed_transformers:
+            LOG.warning("divert %s refused: transformer %r is not allowed for diverts made at "
+                        "run time", getattr(config, "name", "?"), name)
+            raise DivertError(
+                f"divert {getattr(config, 'name', '?')!r}: transformer {name!r} is not allowed "
+                "for diverts made at run time; list it in [http] allowed_transformers (or "
+                "declare the divert in the config file)")
 
     def _sync_stored_diverts(self) -> None:
         """Every few seconds, makes the run-time diverts those the broker stores (another
@@ -573,7 +630,9 @@ class Sidecar:
                                ("diverted", "Messages taken away by an exclusive divert"),
                                ("republished", "Republishes confirmed by the broker"),
                                ("requeued", "Ingress messages requeued after a nack"),
-                               ("redelivered", "Ingress messages seen again (at-least-once)")):
+                               ("redelivered", "Ingress messages seen again (at-least-once)"),
+                               ("bindings_disagreements",
+                                "Binding re-listings that disagreed with the event stream")):
             metrics[f"rtroute_exchange_{key}_total"] = {
                 "help": help_text, "type": "counter",
                 "samples": [({"exchange": e["name"]}, e[key]) for e in exchanges]}
@@ -592,9 +651,13 @@ class Sidecar:
                                         "type": "gauge", "samples": [({}, in_flight)]}
         metrics["rtroute_connects_total"] = {"help": "Broker connections made", "type": "counter",
                                              "samples": [({}, self.connects)]}
+        metrics["rtroute_internal_errors_total"] = {
+            "help": "Unexpected exceptions caught while routing (the messages were "
+                    "dead-lettered)", "type": "counter", "samples": [({}, self.internal_errors)]}
         return {"healthy": bool(healthy), "broker": self.masked_uri,
                 "connection": self._connection.state, "connects": self.connects,
-                "last_error": self.last_error, "exchanges": exchanges, "diverts": diverts,
+                "last_error": self.last_error, "internal_errors": self.internal_errors,
+                "exchanges": exchanges, "diverts": diverts,
                 "divert_store": None if self._store is None else self._store.parameter,
                 "forwarding_addresses": dict(self._targets), "metrics": metrics}
 
@@ -678,6 +741,9 @@ class Sidecar:
             ex.consumer_tag = None
             ex.set_state("starting")
 
+        self._frame_max = getattr(getattr(connection, "params", None), "frame_max", None) \
+            or self._frame_max
+
         def with_publish_channel(publish_channel: Any) -> None:
             window = ConfirmWindow(publish_channel, window=self._window_size,
                                    low_watermark=self._window_size // 2,
@@ -687,11 +753,82 @@ class Sidecar:
             self._window = window
             self._publish_frames = frames.PublishFrames(publish_channel.channel_number,
                                                         METHOD_FRAME_CACHE)
-            window.start(on_ready=lambda: self._probe_targets(
-                connection, self._forwarding_names(), lambda: self._start_exchanges(connection)))
+            window.start(on_ready=lambda: self._verify_management(connection, lambda: (
+                self._probe_targets(connection, self._forwarding_names(),
+                                    lambda: self._start_exchanges(connection)))))
 
         connection.channel(on_open_callback=with_publish_channel)
         LOG.info("connected to %s", self.masked_uri)
+
+    def _verify_management(self, connection: Any, then: Callable[[], Any]) -> None:
+        """Makes sure the management API is this broker's before anything believes it, then
+        calls ``then()``: a listing from another broker would empty the binding tables.
+
+        The check (``cluster_name`` of ``connection.start`` against ``/api/overview``) runs in
+        a thread. A mismatch stops the sidecar with :class:`SidecarFatal`; an API that does not
+        answer is retried every few seconds while serving goes on (listings wait for it, and
+        the client refuses to answer for another broker: see
+        :meth:`ManagementClient.expect_broker`). Stored diverts are read here, the first time.
+        """
+        management = self._management
+        if management is None:
+            then()
+            return
+        management.expect_broker(
+            identity_from_server_properties(getattr(connection, "server_properties", None)),
+            self.masked_uri, MANAGEMENT_OPTION)
+        ioloop = self._connection.ioloop
+        started = False
+        logged: list[str] = []  # the problem last logged: one line per change, not per retry
+
+        def work() -> None:
+            stored = None
+            problem: Exception | None = None
+            try:
+                management.verify_broker()
+                if self._store is not None and not self._stored_loaded:
+                    stored = self._read_stored_diverts()
+            except ManagementError as exc:
+                problem = exc
+            try:
+                ioloop.add_callback_threadsafe(lambda: verified(problem, stored))
+            except Exception:  # noqa: BLE001 - the ioloop is gone: nothing left to start
+                LOG.debug("management check finished after the ioloop closed")
+
+        def verified(problem: Exception | None, stored: Any) -> None:
+            nonlocal started
+            if self._stopping or connection is not self._connection.connection:
+                return
+            if isinstance(problem, WrongBroker):
+                self._fail(str(problem))
+                return
+            if stored is not None and not self._stored_loaded:
+                self._stored_loaded = True
+                self._add_stored_diverts(stored)
+            if not started:
+                started = True
+                then()
+            if problem is not None:
+                if logged != [str(problem)]:
+                    LOG.warning("management API not usable yet (%s); checking again every "
+                                "%.0f s", problem, VERIFY_RETRY)
+                    logged[:] = [str(problem)]
+                self.last_error = str(problem)
+                ioloop.call_later(VERIFY_RETRY, retry)
+            elif logged:
+                LOG.info("management API usable again")
+
+        def retry() -> None:
+            if not self._stopping and connection is self._connection.connection:
+                threading.Thread(target=work, name="rtroute-verify", daemon=True).start()
+
+        threading.Thread(target=work, name="rtroute-verify", daemon=True).start()
+
+    def _fail(self, reason: str) -> None:
+        """Stops the sidecar for good: ``run()`` raises :class:`SidecarFatal` with ``reason``."""
+        LOG.error("%s", reason)
+        self.fatal_error = self.last_error = reason
+        self._begin_stop(drain_timeout=5.0)
 
     def _forwarding_names(self, diverts: Iterable[Divert] | None = None) -> list[str]:
         """Forwarding addresses whose kind on the broker decides where copies go."""
@@ -766,6 +903,7 @@ class Sidecar:
 
     def _create_divert(self, config: Any, result: concurrent.futures.Future) -> None:
         try:
+            self._check_transformer(config)
             divert = Divert(config, origin="http")
             self.diverts.check(config)
         except DivertError as exc:
@@ -897,21 +1035,59 @@ class Sidecar:
         if batch:
             first = batch[0].exchange
             if all(m.exchange is first for m in batch):
-                outcomes = self._decide(first, batch)
+                outcomes = self._guarded_decide(first, batch)
             else:
                 by_exchange: dict[str, list[int]] = {}
                 for i, m in enumerate(batch):
                     by_exchange.setdefault(m.exchange.spec.name, []).append(i)
                 outcomes = [None] * len(batch)  # type: ignore[list-item]
                 for indices in by_exchange.values():
-                    decided = self._decide(batch[indices[0]].exchange,
-                                           [batch[i] for i in indices])
+                    decided = self._guarded_decide(batch[indices[0]].exchange,
+                                                   [batch[i] for i in indices])
                     for i, outcome in zip(indices, decided):
                         outcomes[i] = outcome
             dispatch = self._dispatch
             for m, (decision, verdict) in zip(batch, outcomes):
                 dispatch(m, decision, verdict)
         self._drain_queue()
+
+    def _guarded_decide(self, ex: ManagedExchange, batch: list[IngressMessage]
+                        ) -> list[tuple[Decision | None, Verdict | None]]:
+        """:meth:`_decide`, guarded: if deciding the batch raises (a bug, or an input nobody
+        foresaw), each message is decided on its own, and the ones that still fail are
+        dead-lettered with the reason. The loop that serves every exchange goes on."""
+        try:
+            return self._decide(ex, batch)
+        except Exception as exc:  # noqa: BLE001 - one bad message must not stop the others
+            self._internal_error(f"exchange {ex.spec.name}: routing a batch of {len(batch)}",
+                                 exc)
+        ex.counters.received -= len(batch)  # counted again, one by one
+        ex.counters.redelivered -= sum(1 for m in batch if m.redelivered)
+        outcomes: list[tuple[Decision | None, Verdict | None]] = []
+        for m in batch:
+            try:
+                outcomes += self._decide(ex, [m])
+            except Exception as exc:  # noqa: BLE001 - as above, for this message alone
+                reason = f"rtroute could not route this message: {type(exc).__name__}: {exc}"
+                outcomes.append((Decision(error=reason), None))
+                m.error = m.error or reason  # its properties may be what failed
+        return outcomes
+
+    def _internal_error(self, what: str, exc: Exception) -> None:
+        """Logs an unexpected exception: with its traceback the first time it is seen, then
+        one line at most every few seconds (a bug hit by every message must not flood)."""
+        self.internal_errors += 1
+        key = f"{type(exc).__name__}: {exc}"
+        now = time.monotonic()
+        if key not in self._internal_errors_seen:
+            self._internal_errors_seen[key] = now
+            LOG.error("%s failed (%s); dead-lettering what cannot be routed and going on", what,
+                      key, exc_info=exc)
+        elif now - self._internal_errors_seen[key] > 10:
+            self._internal_errors_seen[key] = now
+            LOG.error("%s failed again (%s; %d internal errors so far)", what, key,
+                      self.internal_errors)
+        self.last_error = f"{what}: {key}"
 
     def _decide(self, ex: ManagedExchange, batch: list[IngressMessage]
                 ) -> list[tuple[Decision | None, Verdict | None]]:
@@ -945,12 +1121,19 @@ class Sidecar:
         ex = m.exchange
         pending = _Pending(ex, m.tag, 0)
         outs: list[_Out] = []
-        if decision is not None:
-            outs += self._original_outs(m, decision, pending)
-        else:
-            ex.counters.diverted += 1
-        if verdict is not None and verdict.fired:
-            outs += self._copy_outs(m, verdict, pending)
+        try:
+            if decision is not None:
+                outs += self._original_outs(m, decision, pending)
+            else:
+                ex.counters.diverted += 1
+            if verdict is not None and verdict.fired:
+                outs += self._copy_outs(m, verdict, pending)
+        except Exception as exc:  # noqa: BLE001 - dead-letter it, keep serving the others
+            self._internal_error(f"exchange {ex.spec.name}: preparing a republish", exc)
+            ex.counters.dead_lettered += 1
+            reason = f"rtroute could not republish this message: {type(exc).__name__}: {exc}"
+            outs = [_Out(DEAD_LETTER_EXCHANGE, "", pika.BasicProperties(headers={
+                ERROR_HEADER: reason, SOURCE_HEADER: ex.spec.name}), m.body, pending, DEAD)]
         pending.remaining = len(outs)
         self._unsettled.append(pending)
         self._queue.extend(outs)
@@ -1054,6 +1237,10 @@ class Sidecar:
     def _publish_queued(self, window: ConfirmWindow, queue: collections.deque[_Out]) -> None:
         while queue and window.has_room:
             out = queue.popleft()
+            too_large = self._too_large(out)
+            if too_large is not None:
+                queue.appendleft(self._undeliverable(out, too_large))
+                continue
             try:
                 if out.frames is not None:
                     window.publish_frames(out.exchange, out.routing_key, out.frames,
@@ -1068,9 +1255,54 @@ class Sidecar:
             except Exception as exc:  # noqa: BLE001 - e.g. a header value AMQP cannot encode
                 queue.appendleft(self._unencodable(out, exc))
 
+    def _too_large(self, out: _Out) -> str | None:
+        """Why ``out`` cannot be published as it is, or None: a content header frame above the
+        connection's ``frame_max`` would make RabbitMQ close the whole connection
+        (``FRAME_ERROR``), stalling every exchange and redelivering the message for ever."""
+        frame_max = self._frame_max
+        try:
+            if out.frames is not None:
+                size = frames.content_header_size(out.frames)
+            elif out.properties is not None:
+                size = frames.properties_frame_size(len(out.body), out.properties)
+            else:
+                return None
+        except Exception:  # noqa: BLE001 - unencodable: publishing says why (_unencodable)
+            return None
+        # RabbitMQ takes a frame whose payload fits in frame_max (rabbit_reader's
+        # FRAME_SIZE_FUDGE forgives the 8 bytes of frame head and end): take what it takes
+        if size - 8 <= frame_max:
+            return None
+        return (f"its properties and headers ({size - 8} bytes as a content header) exceed "
+                f"the connection's frame_max ({frame_max} bytes)")
+
+    def _undeliverable(self, out: _Out, reason: str) -> _Out:
+        """The dead letter that replaces ``out``, which cannot be published (``reason``).
+        A copy or an original becomes a dead letter with its properties and headers; a dead
+        letter that cannot be published either becomes a minimal one (reason, source, id)."""
+        ex = out.pending.exchange
+        if out.role == DEAD or out.frames is not None or out.properties is None:
+            return self._minimal_dead_letter(out, reason)
+        if out.role == ORIGINAL:
+            ex.counters.dead_lettered += 1
+        elif out.divert is not None:
+            out.divert.dead_lettered += 1
+        what = "a diverted copy" if out.role == COPY else "a message"
+        LOG.warning("exchange %s: dead-lettering %s: %s", ex.spec.name, what, reason)
+        headers = dict(out.properties.headers or {})
+        for name in ("CC", "BCC"):  # dead letters never fan out again
+            headers.pop(name, None)
+        return self._dead_letter(ex, out.routing_key, out.properties, headers, out.body,
+                                 reason, out.pending, out.divert)
+
     def _unencodable(self, out: _Out, exc: Exception) -> _Out:
         """A minimal dead letter replacing a republish whose properties cannot be encoded."""
-        reason = f"cannot encode the message's properties: {type(exc).__name__}: {exc}"
+        return self._minimal_dead_letter(
+            out, f"cannot encode the message's properties: {type(exc).__name__}: {exc}")
+
+    def _minimal_dead_letter(self, out: _Out, reason: str) -> _Out:
+        """A dead letter with only the reason, the source and the message id (the message's
+        own properties are what cannot be published)."""
         if out.role == DEAD:
             reason = f"{out.properties.headers.get(ERROR_HEADER)}; then {reason}"
         LOG.warning("exchange %s: dead-lettering: %s", out.pending.exchange.spec.name, reason)
@@ -1082,6 +1314,8 @@ class Sidecar:
             if out.role == COPY:
                 out.divert.dead_lettered += 1
         message_id = out.properties.message_id if out.properties is not None else None
+        if message_id is not None and len(message_id.encode("utf-8", "replace")) > 255:
+            message_id = None
         properties = pika.BasicProperties(headers=headers, message_id=message_id)
         return _Out(DEAD_LETTER_EXCHANGE, "", properties, out.body, out.pending, DEAD,
                     out.divert)
