@@ -1,41 +1,178 @@
-"""Fixtures shared by every test package: the local broker, its management API, polling."""
+"""Fixtures shared by every test package: the broker under test, its management API, polling.
+
+The broker comes from the environment, so that one suite runs against RabbitMQ 3.x and 4.x:
+
+- ``RTROUTE_TEST_URI``: its AMQP URI (default ``amqp://guest:guest@127.0.0.1:5672/%2F``, the
+  local 3.10 node that ``scripts/test.sh`` starts);
+- ``RTROUTE_TEST_MANAGEMENT_URI``: its management API. Derived (same host, port 15672, the
+  AMQP credentials) only when the AMQP port is RabbitMQ's default; a broker on another port
+  must name it, since nothing ties the two ports together (two nodes on one host differ in
+  both) and a derived URI would silently reach another node;
+- ``RTROUTE_TEST_RABBITMQCTL``: the command that controls its node (default ``rabbitmqctl``,
+  the host's node; for the 4.x node of ``scripts/start-rabbitmq4.sh``:
+  ``chroot /srv/trixie rabbitmqctl -n rabbit4@localhost``).
+
+Every test that uses the ``broker_uri`` or ``mgmt`` fixture, directly or through another
+fixture, is marked ``broker`` (``pytest -m broker`` selects them).
+"""
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import socket
+import subprocess
 import time
 from typing import Any, Callable
+from urllib.parse import quote
 
+import pika
 import pytest
 
-from rtroute.amqp import ManagementClient
+from rtroute.amqp import ManagementClient, parse_uri
 
-BROKER_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
+DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
+BROKER_URI = os.environ.get("RTROUTE_TEST_URI") or DEFAULT_URI
+"""The AMQP URI of the broker under test (for module-level use; fixtures: ``broker_uri``)."""
+BROKER_FIXTURES = ("broker_uri", "mgmt")
 
 
-def _broker_reachable() -> bool:
+def _management_uri(uri: str) -> str | None:
+    """``RTROUTE_TEST_MANAGEMENT_URI``, else the default one for a broker on a default port,
+    else None (it cannot be known)."""
+    explicit = os.environ.get("RTROUTE_TEST_MANAGEMENT_URI")
+    if explicit:
+        return explicit
+    parsed = parse_uri(uri, strict=False)
+    default = {"amqp": (5672, "http", 15672), "amqps": (5671, "https", 15671)}[parsed.scheme]
+    if parsed.port != default[0]:
+        return None
+    host = parsed.host if ":" not in parsed.host else f"[{parsed.host}]"
+    return f"{default[1]}://{host}:{default[2]}/"
+
+
+MANAGEMENT_URI = _management_uri(BROKER_URI)
+"""The management API of the broker under test, None when RTROUTE_TEST_MANAGEMENT_URI must
+be given; its credentials, when it has none, are those of ``BROKER_URI``."""
+_BROKER = parse_uri(BROKER_URI, strict=False)
+BROKER_ADDRESS = (f"[{_BROKER.host}]" if ":" in _BROKER.host else _BROKER.host) + \
+    f":{_BROKER.port}"
+"""``HOST:PORT`` of the broker under test, as URIs spell it (``127.0.0.1:5672``)."""
+
+
+def broker_uri_for(vhost: str = "/", credentials: str | None = None, query: str = "") -> str:
+    """An AMQP URI of the broker under test with another vhost, other credentials (``user:pw``,
+    already URI-encoded; default: those of ``BROKER_URI``) or a query (``heartbeat=30``)."""
+    if credentials is None:
+        credentials = f"{quote(_BROKER.username, safe='')}:{quote(_BROKER.password, safe='')}"
+    return (f"{_BROKER.scheme}://{credentials}@{BROKER_ADDRESS}/{quote(vhost, safe='')}"
+            + (f"?{query}" if query else ""))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if MANAGEMENT_URI is None:
+        raise pytest.UsageError(
+            f"RTROUTE_TEST_URI={os.environ['RTROUTE_TEST_URI']!r} is not on RabbitMQ's default "
+            "port: set RTROUTE_TEST_MANAGEMENT_URI to its management API too (for example "
+            "http://127.0.0.1:15673/ for the node of scripts/start-rabbitmq4.sh)")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark ``broker`` every test that reaches the broker through the fixtures."""
+    for item in items:
+        if any(name in getattr(item, "fixturenames", ()) for name in BROKER_FIXTURES):
+            item.add_marker(pytest.mark.broker)
+
+
+def _broker_reachable(uri: str) -> bool:
+    parsed = parse_uri(uri, strict=False)
     try:
-        with socket.create_connection(("127.0.0.1", 5672), timeout=1):
+        with socket.create_connection((parsed.host, parsed.port), timeout=1):
             return True
     except OSError:
         return False
 
 
+def management_client(timeout: float = 5) -> ManagementClient:
+    """A management API client for the broker under test."""
+    return ManagementClient.from_amqp_uri(BROKER_URI, MANAGEMENT_URI, timeout=timeout)
+
+
+def _check_same_broker(client: ManagementClient) -> None:
+    """Fail unless the management API belongs to the node that ``BROKER_URI`` reaches: a wrong
+    RTROUTE_TEST_MANAGEMENT_URI would otherwise test one broker's bindings against another's."""
+    connection = pika.BlockingConnection(pika.URLParameters(BROKER_URI))
+    try:
+        amqp = connection._impl.server_properties  # pika keeps them on the impl only
+    finally:
+        connection.close()
+    overview = client.overview()
+    amqp_side = (_text(amqp.get("cluster_name")), _text(amqp.get("version")))
+    http_side = (overview.get("cluster_name"), overview.get("rabbitmq_version"))
+    if amqp_side != http_side:
+        pytest.fail(f"RTROUTE_TEST_MANAGEMENT_URI ({client.base_url}) answers for cluster "
+                    f"{http_side[0]!r} (RabbitMQ {http_side[1]}) but RTROUTE_TEST_URI reaches "
+                    f"{amqp_side[0]!r} (RabbitMQ {amqp_side[1]})")
+
+
+def _text(value: Any) -> Any:
+    return value.decode() if isinstance(value, bytes) else value
+
+
 @pytest.fixture(scope="session")
 def broker_uri() -> str:
-    """The local broker's URI; broker tests are skipped when nothing listens on 5672,
-    unless RTROUTE_REQUIRE_BROKER=1 (the README test command) makes that a failure."""
-    if not _broker_reachable():
+    """The AMQP URI of the broker under test, once it answers and its management API is its
+    own. Broker tests are skipped when nothing listens there, unless RTROUTE_REQUIRE_BROKER=1
+    (the README test command) makes that a failure."""
+    if not _broker_reachable(BROKER_URI):
+        where = parse_uri(BROKER_URI, strict=False)
+        message = f"no RabbitMQ on {where.host}:{where.port}"
         if os.environ.get("RTROUTE_REQUIRE_BROKER") == "1":
-            pytest.fail("no RabbitMQ on 127.0.0.1:5672 (scripts/test.sh starts one)")
-        pytest.skip("no RabbitMQ on 127.0.0.1:5672")
+            pytest.fail(f"{message} (scripts/test.sh starts one)")
+        pytest.skip(message)
+    _check_same_broker(management_client())
     return BROKER_URI
 
 
 @pytest.fixture(scope="session")
+def management_uri(broker_uri: str) -> str:
+    """The management API URI of the broker under test (see ``MANAGEMENT_URI``)."""
+    return MANAGEMENT_URI  # type: ignore[return-value] - pytest_configure ruled out None
+
+
+@pytest.fixture(scope="session")
 def mgmt(broker_uri: str) -> ManagementClient:
-    """A management API client for the local broker."""
-    return ManagementClient.from_amqp_uri(broker_uri, timeout=5)
+    """A management API client for the broker under test."""
+    return management_client()
+
+
+@pytest.fixture(scope="session")
+def broker_version(mgmt: ManagementClient) -> tuple[int, ...]:
+    """The RabbitMQ version of the broker under test, ``(major, minor, patch)``, for tests
+    whose rule differs per version (``if broker_version >= (4,): ...``)."""
+    text = mgmt.overview()["rabbitmq_version"]
+    found = re.match(r"(\d+)\.(\d+)\.(\d+)", text)
+    if found is None:
+        pytest.fail(f"cannot read the broker's version {text!r}")
+    return tuple(int(part) for part in found.groups())
+
+
+def broker_ctl(*args: str, check: bool = True, timeout: float = 60
+               ) -> subprocess.CompletedProcess:
+    """Run ``rabbitmqctl ARGS`` against the node of the broker under test.
+
+    The command is ``RTROUTE_TEST_RABBITMQCTL`` (split like a shell would), else
+    ``rabbitmqctl`` when the broker is the default local one; a test calling it for another
+    broker without that variable is skipped (the host's rabbitmqctl controls another node).
+    """
+    command = os.environ.get("RTROUTE_TEST_RABBITMQCTL")
+    if not command:
+        if BROKER_URI != DEFAULT_URI:
+            pytest.skip("RTROUTE_TEST_RABBITMQCTL is not set: no rabbitmqctl for "
+                        "RTROUTE_TEST_URI's node")
+        command = "rabbitmqctl"
+    return subprocess.run([*shlex.split(command), *args], capture_output=True, text=True,
+                          timeout=timeout, check=check)
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 8.0, interval: float = 0.05) -> Any:

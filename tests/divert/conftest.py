@@ -12,6 +12,7 @@ import pytest
 
 from ..sidecar.conftest import (  # noqa: F401 - fixtures shared with the sidecar tests
     SidecarProcess,
+    broker_toml,
     channel,
     depth,
     drain,
@@ -39,7 +40,7 @@ def toml_value(value: Any) -> str:
 def config_text(exchanges: list[dict], diverts: list[dict] = (), http: dict | None = None
                 ) -> str:
     """An rtroute.toml with these ``[[exchange]]`` and ``[[divert]]`` tables."""
-    lines = ['[broker]', 'uri = "amqp://guest:guest@127.0.0.1:5672/%2F"', '']
+    lines = [broker_toml()]
     if http:
         lines += ['[http]'] + [f"{k} = {toml_value(v)}" for k, v in http.items()] + ['']
     for section, entries in (("exchange", exchanges), ("divert", diverts)):

@@ -11,7 +11,7 @@ import urllib.request
 import pika
 import pytest
 
-from ..conftest import wait_for
+from ..conftest import BROKER_URI, wait_for
 from .conftest import config_text, depth, divert_status, drain, http, wait_depth
 
 pytestmark = pytest.mark.broker
@@ -425,7 +425,7 @@ def http_metrics(sc, token):
 
 
 def publish_many(name: str, count: int, done: threading.Event) -> None:
-    conn = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1"))
+    conn = pika.BlockingConnection(pika.URLParameters(BROKER_URI))
     ch = conn.channel()
     ch.confirm_delivery()
     for i in range(count):

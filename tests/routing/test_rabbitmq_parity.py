@@ -12,11 +12,8 @@ pytestmark = pytest.mark.broker
 
 
 @pytest.fixture
-def channel():
-    try:
-        conn = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", 5672))
-    except pika.exceptions.AMQPConnectionError:
-        pytest.fail("RabbitMQ is not running on 127.0.0.1:5672 (the README's test command starts it)")
+def channel(broker_uri):
+    conn = pika.BlockingConnection(pika.URLParameters(broker_uri))
     yield conn
     conn.close()
 

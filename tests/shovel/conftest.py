@@ -1,5 +1,5 @@
 """Fixtures for the shovel tests: a second RabbitMQ node (plain and TLS listeners), two vhosts
-of the local broker, unique queue names, message helpers, and shovels run in this process."""
+of the broker under test, unique queue names, message helpers, and shovels run in this process."""
 from __future__ import annotations
 
 import os
@@ -21,7 +21,7 @@ from rtroute.shovel.config import ShovelConfig
 from rtroute.shovel.status import ShovelState
 from rtroute.shovel.worker import ShovelWorker
 
-from ..conftest import wait_for
+from ..conftest import BROKER_URI, wait_for
 
 NODE2 = "rtroute-test-2@localhost"
 NODE2_PORT = 5682
@@ -146,7 +146,7 @@ def node2(broker_uri: str) -> Iterator[Node]:
 
 @pytest.fixture(scope="session")
 def vhosts(mgmt: ManagementClient) -> Iterator[tuple[str, str]]:
-    """Two fresh vhosts of the local broker (guest may do anything in them)."""
+    """Two fresh vhosts of the broker under test (guest may do anything in them)."""
     names = (f"rtroute-test-a-{uuid.uuid4().hex[:6]}", f"rtroute-test-b-{uuid.uuid4().hex[:6]}")
     for vhost in names:
         mgmt.request("PUT", f"vhosts/{_q(vhost)}", {})
@@ -166,10 +166,6 @@ def _q(text: str) -> str:
     return quote(text, safe="")
 
 
-def vhost_uri(vhost: str, port: int = 5672, user: str = "guest:guest") -> str:
-    return f"amqp://{user}@127.0.0.1:{port}/{_q(vhost)}"
-
-
 # -------------------------------------------------------------------------------- names
 
 
@@ -180,13 +176,12 @@ class Names:
         self.tag = tag
         self.made: list[tuple[str, str, str]] = []   # (uri, kind, name)
 
-    def queue(self, label: str = "q", uri: str = "amqp://guest:guest@127.0.0.1:5672/%2F") -> str:
+    def queue(self, label: str = "q", uri: str = BROKER_URI) -> str:
         name = f"rtroute-test.shovel.{self.tag}.{label}.{uuid.uuid4().hex[:6]}"
         self.made.append((uri, "queue", name))
         return name
 
-    def exchange(self, label: str = "x",
-                 uri: str = "amqp://guest:guest@127.0.0.1:5672/%2F") -> str:
+    def exchange(self, label: str = "x", uri: str = BROKER_URI) -> str:
         name = f"rtroute-test.shovel.{self.tag}.{label}.{uuid.uuid4().hex[:6]}"
         self.made.append((uri, "exchange", name))
         return name
@@ -215,7 +210,9 @@ class Names:
 
 
 @pytest.fixture
-def names(request: pytest.FixtureRequest) -> Iterator[Names]:
+def names(request: pytest.FixtureRequest, broker_uri: str) -> Iterator[Names]:
+    """Unique names, by default on the broker under test (so a test using them is a broker
+    test), deleted at teardown."""
     tag = request.node.name.replace("[", ".").replace("]", "")[:40]
     made = Names(tag)
     yield made

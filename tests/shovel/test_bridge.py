@@ -7,13 +7,13 @@ import uuid
 import pika
 import pytest
 
-from ..conftest import wait_for
+from ..conftest import BROKER_URI, MANAGEMENT_URI, wait_for
 from ..sidecar.conftest import SidecarProcess
 from .conftest import depth, drain
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
-LOCAL = "amqp://guest:guest@127.0.0.1:5672/%2F"
+LOCAL = BROKER_URI
 
 
 def test_divert_and_shovel_bridge_two_brokers(node2, tmp_path):
@@ -23,6 +23,7 @@ def test_divert_and_shovel_bridge_two_brokers(node2, tmp_path):
     config.write_text(f"""
 [broker]
 uri = "{LOCAL}"
+management_uri = "{MANAGEMENT_URI}"
 
 [[exchange]]
 name = "{orders}"

@@ -8,7 +8,7 @@ import pytest
 
 from rtroute.shovel.status import ShovelState
 
-from ..conftest import wait_for
+from ..conftest import BROKER_URI, DEFAULT_URI, broker_uri_for, wait_for
 from .conftest import (
     bodies,
     declare_queue,
@@ -16,12 +16,11 @@ from .conftest import (
     drain,
     publish,
     toml_shovel,
-    vhost_uri,
     wait_depth,
     wait_state,
 )
 
-LOCAL = "amqp://guest:guest@127.0.0.1:5672/%2F"
+LOCAL = BROKER_URI
 
 
 @pytest.mark.parametrize("ack_mode", ["on_confirm", "on_publish", "no_ack"])
@@ -44,7 +43,7 @@ def test_each_ack_mode_moves_every_message_in_order(ack_mode, names, shovels):
 def test_properties_exchange_and_key_pass_through_between_two_vhosts(vhosts, shovels):
     """Nothing set: every basic property, the exchange and the routing key go through as
     published, here from vhost A to vhost B of one broker."""
-    a, b = vhost_uri(vhosts[0]), vhost_uri(vhosts[1])
+    a, b = broker_uri_for(vhosts[0]), broker_uri_for(vhosts[1])
     exchange = "rtroute.pass"
     declare = (f'[{{ method = "exchange.declare", exchange = "{exchange}", type = "topic" }},'
                f' {{ method = "queue.declare", queue = "in" }},'
@@ -191,7 +190,9 @@ def test_rabbitmq_uri_query_keys_are_translated_and_an_empty_host_is_local(names
     src, dst = names.queue("src"), names.queue("dst")
     declare_queue(LOCAL, src)
     declare_queue(LOCAL, dst)
-    uri = "amqp://?heartbeat=7&frame_max=8192&channel_max=16&connection_timeout=5000"
+    query = "heartbeat=7&frame_max=8192&channel_max=16&connection_timeout=5000"
+    # an empty host is 127.0.0.1:5672, which is the broker under test only by default
+    uri = f"amqp://?{query}" if LOCAL == DEFAULT_URI else broker_uri_for(query=query)
     worker = shovels.start(toml_shovel("uri", LOCAL, uri, f'queue = "{src}"\n'
                                        f'dest-queue = "{dst}"'),
                            connection_name="rtroute-test-uri-keys")

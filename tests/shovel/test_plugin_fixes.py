@@ -13,7 +13,7 @@ from rtroute.ops_http import OpsServer, prometheus_text
 from rtroute.shovel.runner import ShovelRunner
 from rtroute.shovel.status import ShovelState
 
-from ..conftest import wait_for
+from ..conftest import BROKER_ADDRESS, BROKER_URI, broker_uri_for, wait_for
 from .conftest import (
     bodies,
     declare_queue,
@@ -25,7 +25,7 @@ from .conftest import (
     wait_state,
 )
 
-LOCAL = "amqp://guest:guest@127.0.0.1:5672/%2F"
+LOCAL = BROKER_URI
 
 
 def source_with_dead_letters(names) -> tuple[str, str]:
@@ -214,8 +214,8 @@ def test_passwords_never_reach_logs_status_metrics_or_headers(names, mgmt, caplo
     src, dst = names.queue("src"), names.queue("dst")
     declare_queue(LOCAL, src)
     declare_queue(LOCAL, dst)
-    good = f"amqp://{user}:{secret}@127.0.0.1:5672/%2F?heartbeat=30"
-    bad = f"amqp://{user}:{wrong}@127.0.0.1:5672/%2F"
+    good = broker_uri_for(credentials=f"{user}:{secret}", query="heartbeat=30")
+    bad = broker_uri_for(credentials=f"{user}:{wrong}")
     runner = ShovelRunner([
         shovel_config(toml_shovel("secret-ok", good, good, f'queue = "{src}"\n'
                                   f'dest-queue = "{dst}"\nadd-forward-headers = true')),
@@ -246,7 +246,7 @@ def test_passwords_never_reach_logs_status_metrics_or_headers(names, mgmt, caplo
     assert "secret-bad" in status_text and "authentication failed" in status_text
     assert f"{user}:***@" in status_text
     assert "rtroute_shovel_moved_total" in metrics_text
-    assert "127.0.0.1:5672" in header_text
+    assert BROKER_ADDRESS in header_text
     for text in (logs, status_text, metrics_text, header_text,
                  prometheus_text(runner.status())):
         assert secret not in text and wrong not in text
@@ -258,7 +258,7 @@ def test_forward_headers_as_the_plugin_writes_them(names, shovels):
     src, dst = names.queue("src"), names.queue("dst")
     declare_queue(LOCAL, src)
     declare_queue(LOCAL, dst)
-    uri = "amqp://guest:guest@127.0.0.1:5672/%2F?heartbeat=30"
+    uri = broker_uri_for(query="heartbeat=30")
     shovels.start(toml_shovel("fwd", uri, LOCAL, f'queue = "{src}"\ndest-queue = "{dst}"\n'
                               "add-forward-headers = true\ndest-add-timestamp-header = true"),
                   shovelled_by="rabbit@test-cluster")
@@ -273,8 +273,8 @@ def test_forward_headers_as_the_plugin_writes_them(names, shovels):
 
     first, second = drain(LOCAL, dst)
     table = {"shovelled-by": "rabbit@test-cluster", "shovel-type": "static",
-             "shovel-name": "fwd", "src-uri": "amqp://127.0.0.1:5672/%2F",
-             "dest-uri": "amqp://127.0.0.1:5672/%2F"}
+             "shovel-name": "fwd", "src-uri": f"amqp://{BROKER_ADDRESS}/%2F",
+             "dest-uri": f"amqp://{BROKER_ADDRESS}/%2F"}
     headers = first[1].headers
     assert headers["x-shovelled"] == [table, earlier]
     assert list(headers["x-shovelled"][0]) == list(table)   # the plugin's key order
@@ -303,7 +303,7 @@ def test_dynamic_shovels_add_vhost_and_endpoints_to_the_forward_header(names, sh
     assert list(table.items()) == [
         ("shovelled-by", "rabbit@test-cluster"), ("shovel-type", "dynamic"),
         ("shovel-name", "dyn"), ("shovel-vhost", "/"),
-        ("src-uri", "amqp://127.0.0.1:5672/%2F"), ("dest-uri", "amqp://127.0.0.1:5672/%2F"),
+        ("src-uri", f"amqp://{BROKER_ADDRESS}/%2F"), ("dest-uri", f"amqp://{BROKER_ADDRESS}/%2F"),
         ("src-queue", src), ("dest-queue", dst)]
 
 

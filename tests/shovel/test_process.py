@@ -19,7 +19,7 @@ from rtroute.shovel.commands import shovel as shovel_group
 from rtroute.shovel.runner import ShovelRunner
 from rtroute.shovel.status import ShovelState
 
-from ..conftest import wait_for
+from ..conftest import BROKER_URI, broker_uri_for, wait_for
 from .conftest import (
     bodies,
     declare_queue,
@@ -31,7 +31,7 @@ from .conftest import (
     wait_state,
 )
 
-LOCAL = "amqp://guest:guest@127.0.0.1:5672/%2F"
+LOCAL = BROKER_URI
 
 
 def free_port() -> int:
@@ -173,7 +173,7 @@ def test_several_shovels_in_one_process_and_the_status_command(names):
         for i, line in enumerate(lines[1:]):
             cells = line.split()
             assert cells[0] == f"multi-{i}" and cells[1] == "running"
-            assert cells[3] == "amqp://guest:***@127.0.0.1:5672/%2F"
+            assert cells[3] == broker_uri_for(credentials="guest:***")
             assert cells[5] == str(10 * (i + 1))
         with urllib.request.urlopen(f"http://127.0.0.1:{http.port}/metrics") as response:
             metrics = response.read().decode()

@@ -8,7 +8,7 @@ import pytest
 
 from rtroute.shovel.status import ShovelState
 
-from ..conftest import wait_for
+from ..conftest import BROKER_URI, broker_uri_for, wait_for
 from .conftest import (
     bodies,
     declare_queue,
@@ -20,7 +20,7 @@ from .conftest import (
     wait_state,
 )
 
-LOCAL = "amqp://guest:guest@127.0.0.1:5672/%2F"
+LOCAL = BROKER_URI
 DOWN = "amqp://guest:secret-of-a-dead-broker@127.0.0.1:5699/%2F"
 
 
@@ -78,7 +78,7 @@ def test_a_broker_list_whose_first_broker_is_down(node2, names, shovels):
         f'queue = "{src}"\ndest-queue = "{dst}"\n', rng=InOrder())
     wait_state(worker, ShovelState.RUNNING, timeout=10)
     assert [s.value for s, _r, _t in worker.status.history] == ["starting", "running"]
-    assert worker.status.current_source == "amqp://guest:***@127.0.0.1:5672/%2F"
+    assert worker.status.current_source == broker_uri_for(credentials="guest:***")
     assert worker.status.current_destination == "amqp://guest:***@127.0.0.1:5682/%2F"
     publish(LOCAL, src, 10)
     wait_depth(node2.uri, dst, 10)

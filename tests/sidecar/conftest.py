@@ -16,13 +16,32 @@ from typing import Any
 import pika
 import pytest
 
-from ..conftest import wait_for
+from rtroute.amqp.uri import management_url
+
+from ..conftest import BROKER_URI, MANAGEMENT_URI, wait_for
 
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def broker_args(args: list[str]) -> list[str]:
+    """The options that point `rtroute run ARGS` at the broker under test: ``--uri`` unless
+    a config file (which names it: see :func:`broker_toml`) or ARGS do, and
+    ``--management-uri`` when the one the sidecar derives from the URI is not that broker's."""
+    if "-c" in args or "--config" in args or "--uri" in args:
+        return []
+    extra = ["--uri", BROKER_URI]
+    if MANAGEMENT_URI.rstrip("/") != management_url(BROKER_URI).rstrip("/"):
+        extra += ["--management-uri", MANAGEMENT_URI]
+    return extra
+
+
+def broker_toml() -> str:
+    """The ``[broker]`` table of a config file for the broker under test."""
+    return f'[broker]\nuri = "{BROKER_URI}"\nmanagement_uri = "{MANAGEMENT_URI}"\n'
 
 
 class SidecarProcess:
@@ -35,7 +54,7 @@ class SidecarProcess:
         self._log = open(log, "ab")  # noqa: SIM115 - the child writes to it until it exits
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "rtroute.cli", "run", *args,
+            [sys.executable, "-m", "rtroute.cli", "run", *args, *broker_args(args),
              "--http", f"127.0.0.1:{self.port}", "--name", self.name],
             stdout=self._log, stderr=subprocess.STDOUT, env=env)
 
@@ -119,7 +138,7 @@ def managed(channel):
 
     new.queues = queues  # type: ignore[attr-defined]
     yield new
-    conn = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1"))
+    conn = pika.BlockingConnection(pika.URLParameters(BROKER_URI))
     ch = conn.channel()
     for name in names:
         for obj in (f"rtroute.ingress.{name}",):

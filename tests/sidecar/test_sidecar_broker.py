@@ -9,8 +9,8 @@ import uuid
 import pika
 import pytest
 
-from ..conftest import wait_for
-from .conftest import depth, drain, wait_depth
+from ..conftest import BROKER_URI, wait_for
+from .conftest import broker_toml, depth, drain, wait_depth
 
 pytestmark = pytest.mark.broker
 
@@ -137,8 +137,8 @@ def test_unroutable_goes_to_the_alternate_exchange(sidecars, channel, managed, t
     ae = f"{name}.unroutable"
     config = tmp_path / "rtroute.toml"
     config.write_text(
-        '[broker]\nuri = "amqp://guest:guest@127.0.0.1:5672/%2F"\n\n'
-        f'[[exchange]]\nname = "{name}"\nkind = "rtopic"\nalternate_exchange = "{ae}"\n')
+        f'{broker_toml()}\n[[exchange]]\nname = "{name}"\nkind = "rtopic"\n'
+        f'alternate_exchange = "{ae}"\n')
     sc = sidecars("-c", str(config))
     sc.wait_running(name)
     queue = channel.queue_declare("", exclusive=True).method.queue
@@ -181,7 +181,7 @@ def test_malformed_messages_are_dead_lettered_and_the_sidecar_goes_on(sidecars, 
 
 
 def publish_many(name: str, count: int, key: str, done: threading.Event) -> None:
-    conn = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1"))
+    conn = pika.BlockingConnection(pika.URLParameters(BROKER_URI))
     ch = conn.channel()
     ch.confirm_delivery()
     for i in range(count):
