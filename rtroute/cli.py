@@ -139,6 +139,7 @@ def run(config_path: str | None, uri: str | None, management_uri: str | None, rt
         allow_changes = config.http.allow_unauthenticated_changes
         protect_reads = config.http.protect_reads
         persist_diverts = persist_diverts or config.http.persist_diverts
+        allowed_transformers = config.http.allowed_transformers
         diverts = config.diverts
         if config.shovels:
             from rtroute.shovel.runner import ShovelRunner
@@ -161,10 +162,12 @@ def run(config_path: str | None, uri: str | None, management_uri: str | None, rt
             raise click.UsageError("nothing to serve: give --config FILE or --rtopic NAME")
         specs = [ExchangeSpec(name=name, prefetch=prefetch) for name in rtopic]
         diverts = []
+        allowed_transformers = ()
     try:
         sidecar = Sidecar(uri or "amqp://guest:guest@127.0.0.1:5672/%2F", specs,
                           management_uri=management_uri, connection_name=connection_name,
-                          diverts=diverts, persist_diverts=persist_diverts)
+                          diverts=diverts, persist_diverts=persist_diverts,
+                          allowed_transformers=allowed_transformers)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     try:

@@ -97,6 +97,9 @@ class HttpConfig:
             ``DELETE /diverts/NAME``) anyway; otherwise they need the token.
         protect_reads: with a token, require it for reads too (``/status``, ``/metrics``,
             health, ``GET /diverts``), which are open by default.
+        allowed_transformers: the ``module:function`` transformers that diverts made at run
+            time (``POST /diverts``, broker-stored) may name; none by default, since the name
+            is code the sidecar imports and runs. Config-file diverts may name any.
     """
 
     listen: str = DEFAULT_LISTEN
@@ -104,6 +107,7 @@ class HttpConfig:
     persist_diverts: bool = False
     allow_unauthenticated_changes: bool = False
     protect_reads: bool = False
+    allowed_transformers: tuple[str, ...] = ()
 
     @property
     def host(self) -> str:
@@ -380,12 +384,29 @@ def _parse_http(reader: TableReader) -> HttpConfig:
     persist = reader.boolean("persist_diverts", default=False)
     allow_changes = reader.boolean("allow_unauthenticated_changes", default=False)
     protect_reads = reader.boolean("protect_reads", default=False)
+    allowed = _transformer_list(reader, "allowed_transformers")
     reader.finish()
     if token is None and not is_loopback(host):
         raise reader.error_at(("listen",), f"listen {listen!r} is not a loopback address, so "
                               "a token is required (token = \"...\")")
     return HttpConfig(listen=listen, token=token, persist_diverts=persist,
-                      allow_unauthenticated_changes=allow_changes, protect_reads=protect_reads)
+                      allow_unauthenticated_changes=allow_changes, protect_reads=protect_reads,
+                      allowed_transformers=allowed)
+
+
+def _transformer_list(reader: TableReader, key: str) -> tuple[str, ...]:
+    got = reader.take(key)
+    if got is None:
+        return ()
+    raw, value = got
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise reader.error_at((raw,), f"{key} must be an array of 'module:function' strings, "
+                              f"got {type_name(value)}")
+    for name in value:
+        if not _TRANSFORMER.match(name):
+            raise reader.error_at((raw,), f"{key}: {name!r} is not 'module:function' (e.g. "
+                                  "'myapp.transforms:tag')")
+    return tuple(value)
 
 
 # ------------------------------------------------------------------------------- [[exchange]]
