@@ -79,6 +79,7 @@ DEAD_LETTER_QUEUE = "rtroute.dead"
 SOURCE_HEADER = "x-rtroute-exchange"
 DIVERT_HEADER = "x-rtroute-divert"
 REPROBE_INTERVAL = 10.0  # seconds between looks for forwarding addresses that did not exist
+LOOK_AGAIN_INTERVAL = 1.0  # at most one look per second at an address a copy found missing
 METHOD_FRAME_CACHE = 10_000  # basic.publish frames kept, by (exchange, routing key)
 DIVERT_SYNC_INTERVAL = 5.0  # seconds between readings of the stored diverts (persist_diverts)
 VERIFY_RETRY = 5.0  # seconds between attempts to reach the management API at connect
@@ -161,13 +162,14 @@ class Counters:
 class _Pending:
     """One ingress message waiting for the confirms of its republishes (original and copies)."""
 
-    __slots__ = ("exchange", "failed", "remaining", "tag")
+    __slots__ = ("deferred", "exchange", "failed", "remaining", "tag")
 
     def __init__(self, exchange: ManagedExchange, tag: int, remaining: int) -> None:
         self.exchange = exchange
         self.tag = tag
         self.remaining = remaining
         self.failed = False
+        self.deferred = 0  # copies waiting for a look at their forwarding address
 
 
 # What one republish is, for the accounting of its confirm.
@@ -439,6 +441,9 @@ class Sidecar:
         # forwarding address -> what the broker has under that name (None: nothing)
         self._targets: dict[str, str | None] = {}
         self._probe: AddressProbe | None = None
+        # copies parked while their forwarding address is looked up again, and when it was
+        self._awaiting_target: dict[str, list[tuple]] = {}
+        self._looked_at: dict[str, float] = {}
         self._reprobe_timer: Any = None
         self.connects = 0
         self.last_error: str | None = None
@@ -717,12 +722,18 @@ class Sidecar:
                 return 503, {"error": str(exc)}
 
     def _missing_targets(self, status: dict) -> list[str]:
-        if status["routing_type"] == "ANYCAST":
+        divert = self.diverts.get(status["name"])
+        if divert is None:
             return []
-        return [f"forwarding address {a!r} is neither an exchange nor a queue yet: copies to "
-                "it are dead-lettered until it exists"
-                for a in status["forwarding_address"].split(",")
-                if a not in self.exchanges and self._targets.get(a) is None]
+        anycast = divert.routing_type == "ANYCAST"
+        warnings = [f"forwarding address {a!r} is neither an exchange nor a queue yet: copies "
+                    "to it are dead-lettered until it exists"
+                    for a in divert.forwarding_addresses
+                    if a not in self.exchanges and self._targets.get(a) is None]
+        for warning in warnings:
+            LOG.warning("divert %s: %s%s", divert.name, warning,
+                        " (ANYCAST: a queue of that name)" if anycast else "")
+        return warnings
 
     # -- ioloop thread: connection life cycle ---------------------------------------------------
     def _on_ready(self, connection: Any, channel: Any, _last_queue: str | None) -> None:
@@ -834,27 +845,35 @@ class Sidecar:
         """Forwarding addresses whose kind on the broker decides where copies go."""
         names = []
         for divert in (self.diverts if diverts is None else diverts):
-            if divert.routing_type == "ANYCAST":
-                continue
+            # ANYCAST copies go to the queue by name whatever the answer; it is looked up
+            # only so that a missing one is said (at creation, in the log, in /status)
             names += [a for a in divert.forwarding_addresses if a not in self.exchanges]
-        return names
+        return list(dict.fromkeys(names))
 
     def _probe_targets(self, connection: Any, names: list[str],
-                       then: Callable[[], Any]) -> None:
-        """Looks ``names`` up on the broker, records the answers, then calls ``then()``."""
+                       then: Callable[[], Any], track: bool = True) -> None:
+        """Looks ``names`` up on the broker, records the answers, then calls ``then()``
+        (``track``: the probe is the one :meth:`_begin_stop` and the timer look at)."""
         if not names:
             then()
             return
 
         def done(found: dict[str, str | None]) -> None:
-            self._probe = None
-            self._targets.update(found)
+            if track:
+                self._probe = None
             for name, kind in found.items():
-                LOG.info("forwarding address %s: %s", name, kind or "nothing of that name yet")
+                if kind != self._targets.get(name, "unknown"):
+                    log = LOG.info if kind else LOG.warning
+                    log("forwarding address %s: %s", name,
+                        kind or "no exchange or queue of that name (copies to it are "
+                        "dead-lettered until one exists)")
+            self._targets.update(found)
             self._schedule_reprobe()
             then()
 
-        self._probe = AddressProbe(connection, names, done).start()
+        probe = AddressProbe(connection, names, done).start()
+        if track:
+            self._probe = probe
 
     def _schedule_reprobe(self) -> None:
         """Looks again, now and then, for forwarding addresses that did not exist."""
@@ -935,6 +954,7 @@ class Sidecar:
         self._consume_channel = None
         self._queue.clear()
         self._unsettled.clear()
+        self._awaiting_target.clear()  # their messages are redelivered
         if self._probe is not None:
             self._probe.cancel()
             self._probe = None
@@ -1134,10 +1154,10 @@ class Sidecar:
             reason = f"rtroute could not republish this message: {type(exc).__name__}: {exc}"
             outs = [_Out(DEAD_LETTER_EXCHANGE, "", pika.BasicProperties(headers={
                 ERROR_HEADER: reason, SOURCE_HEADER: ex.spec.name}), m.body, pending, DEAD)]
-        pending.remaining = len(outs)
+        pending.remaining = len(outs) + pending.deferred
         self._unsettled.append(pending)
         self._queue.extend(outs)
-        if not outs:
+        if not pending.remaining:
             self._settle(pending)
 
     def _original_outs(self, m: IngressMessage, decision: Decision, pending: _Pending
@@ -1181,28 +1201,70 @@ class Sidecar:
             for address in divert.forwarding_addresses:
                 copy = make_copy(original, divert, address, source, ex.spec.max_hops,
                                  divert.transformer)
-                message = copy.message
-                error = copy.error
-                if error is None:
-                    target_ex = self.exchanges.get(address)
-                    try:
-                        target = resolve_target(copy.delivery, address, target_ex is not None,
-                                                self._targets.get(address))
-                        exchange, key, headers = publish_fields(
-                            message, target, ex.spec.bcc_alias_header,
-                            target_ex.spec.bcc_alias_header if target_ex else None)
-                    except (LookupError, ValueError) as exc:
-                        error = f"divert {divert.name!r}: {exc}"
-                if error is not None:
-                    divert.dead_lettered += 1
-                    LOG.warning("exchange %s: dead-lettering a diverted copy: %s", source, error)
-                    outs.append(self._dead_letter(
-                        ex, message.routing_key, message.properties, message.headers,
-                        message.body, error, pending, divert))
-                    continue
-                properties = pika.BasicProperties(headers=headers or None, **message.properties)
-                outs.append(_Out(exchange, key, properties, message.body, pending, COPY, divert))
+                out = self._copy_out(ex, divert, address, copy, pending)
+                if out is not None:
+                    outs.append(out)
         return outs
+
+    def _copy_out(self, ex: ManagedExchange, divert: Divert, address: str, copy: Any,
+                  pending: _Pending, looked: bool = False) -> _Out | None:
+        """The republish of one diverted copy, or its dead letter; None when the copy waits
+        for a fresh look at its forwarding address (``pending.deferred`` counts it): the
+        broker had nothing of that name when last asked, and a target created since must be
+        used at once, not after a timer."""
+        message = copy.message
+        error = copy.error
+        if error is None:
+            target_ex = self.exchanges.get(address)
+            try:
+                target = resolve_target(copy.delivery, address, target_ex is not None,
+                                        self._targets.get(address))
+                exchange, key, headers = publish_fields(
+                    message, target, ex.spec.bcc_alias_header,
+                    target_ex.spec.bcc_alias_header if target_ex else None)
+            except LookupError as exc:
+                if not looked and self._look_again(address, (ex, divert, address, copy,
+                                                             pending)):
+                    pending.deferred += 1
+                    return None
+                error = f"divert {divert.name!r}: {exc}"
+            except ValueError as exc:
+                error = f"divert {divert.name!r}: {exc}"
+        if error is not None:
+            divert.dead_lettered += 1
+            LOG.warning("exchange %s: dead-lettering a diverted copy: %s", ex.spec.name, error)
+            return self._dead_letter(ex, message.routing_key, message.properties,
+                                     message.headers, message.body, error, pending, divert)
+        properties = pika.BasicProperties(headers=headers or None, **message.properties)
+        return _Out(exchange, key, properties, message.body, pending, COPY, divert)
+
+    def _look_again(self, address: str, waiting: tuple) -> bool:
+        """Asks the broker again what ``address`` is, and parks ``waiting`` (the arguments of
+        :meth:`_copy_out`) until it answers; False if it was asked a moment ago (so a target
+        that does not exist costs one probe per second, not one per message)."""
+        queue = self._awaiting_target.get(address)
+        if queue is not None:
+            queue.append(waiting)
+            return True
+        now = time.monotonic()
+        connection = self._connection.connection
+        if now - self._looked_at.get(address, -1e9) < LOOK_AGAIN_INTERVAL or connection is None \
+                or not connection.is_open:
+            return False
+        self._looked_at[address] = now
+        self._awaiting_target[address] = [waiting]
+        self._probe_targets(connection, [address], lambda: self._resolve_waiting(address),
+                            track=False)
+        return True
+
+    def _resolve_waiting(self, address: str) -> None:
+        """The broker answered for ``address``: the parked copies go out (or dead letters)."""
+        for ex, divert, name, copy, pending in self._awaiting_target.pop(address, []):
+            pending.deferred -= 1
+            out = self._copy_out(ex, divert, name, copy, pending, looked=True)
+            assert out is not None
+            self._queue.append(out)
+        self._drain_queue()
 
     def _dead_letter(self, ex: ManagedExchange, routing_key: str, props: Any, headers: dict,
                      body: bytes, reason: str, pending: _Pending,
@@ -1330,7 +1392,21 @@ class Sidecar:
         elif out.role == COPY:
             assert out.divert is not None
             if outcome is Outcome.RETURNED:
-                out.divert.unrouted += 1  # no queue bound: as Artemis, the copy goes nowhere
+                # No queue took it (Artemis would let it go): dead-lettered, never dropped.
+                out.divert.unrouted += 1
+                out.divert.dead_lettered += 1
+                where = f"queue {out.routing_key!r}" if not out.exchange \
+                    else f"exchange {out.exchange!r} (routing key {out.routing_key!r})"
+                reason = (f"divert {out.divert.name!r}: no queue took the copy sent to {where}"
+                          f"{': no such queue' if not out.exchange else ''}")
+                LOG.warning("exchange %s: dead-lettering a diverted copy: %s",
+                            pending.exchange.spec.name, reason)
+                headers = dict(out.properties.headers or {}) if out.properties else {}
+                pending.remaining += 1
+                self._queue.append(self._dead_letter(
+                    pending.exchange, out.routing_key, out.properties, headers, out.body,
+                    reason, pending, out.divert))
+                self._connection.ioloop.call_later(0, self._drain_queue)
             else:
                 out.divert.forwarded += 1
         elif out.role == ORIGINAL:
