@@ -79,11 +79,18 @@ DEAD_LETTER_QUEUE = "rtroute.dead"
 SOURCE_HEADER = "x-rtroute-exchange"
 DIVERT_HEADER = "x-rtroute-divert"
 REPROBE_INTERVAL = 10.0  # seconds between looks for forwarding addresses that did not exist
+UNROUTABLE_LOG_INTERVAL = 10.0  # seconds between two log lines about unroutable messages
 LOOK_AGAIN_INTERVAL = 1.0  # at most one look per second at an address a copy found missing
 METHOD_FRAME_CACHE = 10_000  # basic.publish frames kept, by (exchange, routing key)
 DIVERT_SYNC_INTERVAL = 5.0  # seconds between readings of the stored diverts (persist_diverts)
 VERIFY_RETRY = 5.0  # seconds between attempts to reach the management API at connect
 MANAGEMENT_OPTION = "--management-uri (RTROUTE_MANAGEMENT_URI, [broker] management_uri)"
+
+
+BCC_HINT = ("RabbitMQ removes a publisher's BCC header before the ingress queue stores the "
+            "message, so the sidecar never sees it and those copies are not made: publishers "
+            "put blind copies in each exchange's bcc_alias_header instead (x-rtroute-bcc by "
+            "default), which the sidecar removes before delivery. CC works as published.")
 
 
 class SidecarFatal(RuntimeError):
@@ -156,6 +163,9 @@ class Counters:
     requeued: int = 0
     redelivered: int = 0
     returned: int = 0
+    # republished straight to a queue through the default exchange (a match set too large
+    # for one frame's BCC): consumers see exchange "" and the queue name as routing key
+    direct_to_queue: int = 0
     diverted: int = 0
 
 
@@ -218,6 +228,10 @@ class ManagedExchange:
                                          spec.alternate_exchange, frame_max)
         self.on_bindings_ready: Callable[[], Any] = lambda: None
         self.counters = Counters()
+        # the last unroutable routing keys, and the log line's rate limit
+        self.last_unroutable: collections.deque[tuple[str, str]] = collections.deque(maxlen=5)
+        self._unroutable_logged_at = -1e9
+        self._unroutable_since_log = 0
         self.state = "starting"
         self.since = time.time()
         self.consumer_tag: str | None = None
@@ -238,6 +252,24 @@ class ManagedExchange:
         else:
             for b in spec.bindings:
                 router.bind((b.destination_type, b.destination), b.key)
+
+    def note_unroutable(self, routing_key: str, why: str = "no binding matched") -> None:
+        """Counts an unroutable message and says so: one log line at most every 10 s per
+        exchange (with the count since the last one), the last few keys in ``/status``."""
+        self.counters.unroutable += 1
+        self.last_unroutable.append(
+            (time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), routing_key))
+        self._unroutable_since_log += 1
+        now = time.monotonic()
+        if now - self._unroutable_logged_at >= UNROUTABLE_LOG_INTERVAL:
+            target = f"; it went to the alternate exchange {self.spec.alternate_exchange!r}" \
+                if self.spec.alternate_exchange else \
+                " and was dropped, as the plugin drops it (set alternate_exchange to keep it)"
+            LOG.warning("exchange %s: %d unroutable message(s) since the last report (%s), "
+                        "last routing key %r%s", self.spec.name, self._unroutable_since_log,
+                        why, routing_key, target)
+            self._unroutable_logged_at = now
+            self._unroutable_since_log = 0
 
     def set_state(self, state: str) -> None:
         if state != self.state:
@@ -266,6 +298,11 @@ class ManagedExchange:
             "republished": c.republished,
             "requeued": c.requeued,
             "redelivered": c.redelivered,
+            "returned": c.returned,
+            "direct_to_queue": c.direct_to_queue,
+            "last_unroutable": [{"at": at, "routing_key": key}
+                                for at, key in self.last_unroutable],
+            "bcc_alias_header": self.spec.bcc_alias_header,
         }
 
 
@@ -636,6 +673,8 @@ class Sidecar:
                                ("republished", "Republishes confirmed by the broker"),
                                ("requeued", "Ingress messages requeued after a nack"),
                                ("redelivered", "Ingress messages seen again (at-least-once)"),
+                               ("returned", "Republishes returned: bindings changed meanwhile"),
+                               ("direct_to_queue", "Republishes straight to a queue (BCC too big)"),
                                ("bindings_disagreements",
                                 "Binding re-listings that disagreed with the event stream")):
             metrics[f"rtroute_exchange_{key}_total"] = {
@@ -662,7 +701,7 @@ class Sidecar:
         return {"healthy": bool(healthy), "broker": self.masked_uri,
                 "connection": self._connection.state, "connects": self.connects,
                 "last_error": self.last_error, "internal_errors": self.internal_errors,
-                "exchanges": exchanges, "diverts": diverts,
+                "hints": [BCC_HINT], "exchanges": exchanges, "diverts": diverts,
                 "divert_store": None if self._store is None else self._store.parameter,
                 "forwarding_addresses": dict(self._targets), "metrics": metrics}
 
@@ -1175,13 +1214,15 @@ class Sidecar:
             return [self._dead_letter(ex, routing_key, m.props, decision.headers, m.body,
                                       decision.error, pending)]
         if decision.unroutable:
-            c.unroutable += 1
+            ex.note_unroutable(routing_key)
         elif not ex.broker_routed:
             c.routed += 1  # broker-routed exchanges count on the confirm (returned or not)
         outs = []
         drop = (ex.spec.bcc_alias_header, "BCC")
         publish_frames = self._publish_frames
         assert publish_frames is not None  # deliveries come once the window is open
+        if any(p.bcc is None and not p.exchange for p in decision.publishes):
+            c.direct_to_queue += 1
         for p in decision.publishes:
             data, count = m.republish_frames(publish_frames.channel,
                                              publish_frames.get(p.exchange, p.routing_key),
@@ -1412,7 +1453,8 @@ class Sidecar:
         elif out.role == ORIGINAL:
             if outcome is Outcome.RETURNED:
                 if pending.exchange.broker_routed:
-                    counters.unroutable += 1  # RabbitMQ routed it and found no binding
+                    # RabbitMQ routed it and found no binding
+                    pending.exchange.note_unroutable(out.routing_key)
                 else:
                     # The bindings changed between the watcher's view and the publish: nothing
                     # took it, as the plugin would have dropped it. Counted, then acked.
