@@ -153,7 +153,10 @@ class ExchangeConfig:
         bcc_alias_header: header with BCC semantics that publishers use instead of ``BCC``
             (RabbitMQ strips ``BCC`` before the sidecar sees it); removed before delivery.
         bindings: static bindings, in addition to those learned from the broker.
-        max_hops: how many divert hops a message may take before it is dead-lettered.
+        max_hops: how many divert hops a message may take before it is dead-lettered. The
+            divert graph of one sidecar is checked for cycles, so only a loop made through
+            broker bindings, other sidecars or other brokers can reach it; 64 leaves room for
+            any realistic acyclic chain (Artemis tests 25 hops) and still stops such a loop.
     """
 
     name: str
@@ -164,7 +167,7 @@ class ExchangeConfig:
     ingress_delivery_limit: int = 20
     bcc_alias_header: str = "x-rtroute-bcc"
     bindings: list[BindingConfig] = field(default_factory=list)
-    max_hops: int = 16
+    max_hops: int = 64
 
     @property
     def ingress_queue(self) -> str:
@@ -437,7 +440,7 @@ def _parse_exchange(reader: TableReader) -> ExchangeConfig:
                               f"bcc_alias_header must not be {bcc_alias!r}: RabbitMQ itself "
                               "acts on CC and BCC")
     bindings = _parse_bindings(reader)
-    max_hops = reader.integer("max_hops", default=16, minimum=1, maximum=1000)
+    max_hops = reader.integer("max_hops", default=64, minimum=1, maximum=1000)
     reader.finish()
     return ExchangeConfig(name=name, kind=kind, alternate_exchange=alternate, prefetch=prefetch,
                           ingress_queue_type=queue_type,

@@ -143,7 +143,7 @@ def test_exchange_defaults():
     assert exchange == ExchangeConfig(
         name="logs", kind="rtopic", alternate_exchange=None, prefetch=1000,
         ingress_queue_type="classic", bcc_alias_header="x-rtroute-bcc", bindings=[],
-        max_hops=16,
+        max_hops=64,
     )
 
 

@@ -305,7 +305,7 @@ def test_a_chain_of_25_diverts_across_managed_exchanges(run_config, channel, man
     """Artemis tests a 25-hop divert chain; here through every managed exchange kind."""
     hops = 25
     names = [managed(f"chain{i}") for i in range(hops + 1)]
-    exchanges = [{"name": n, "kind": KINDS[i % len(KINDS)], "max_hops": 30}
+    exchanges = [{"name": n, "kind": KINDS[i % len(KINDS)]}  # the default max_hops
                  for i, n in enumerate(names)]
     exchanges[-1]["kind"] = "topic"
     diverts = [{"name": f"{names[i]}-next", "address": names[i],
