@@ -118,7 +118,7 @@ class ListingThatLingers(ManagementClient):
         return rows
 
 
-def test_no_gap_changes_during_the_first_listing_are_not_lost(ioloop, broker_uri, names):
+def test_no_gap_changes_during_the_first_listing_are_not_lost(ioloop, broker_uri, names, mgmt):
     exchange, q1, q2 = names.exchange(), names.queue(), names.queue()
     setup = connect_blocking(broker_uri)
     channel = setup.channel()
@@ -137,7 +137,7 @@ def test_no_gap_changes_during_the_first_listing_are_not_lost(ioloop, broker_uri
         changer.close()
 
     recorder = Recorder()
-    management = ListingThatLingers(change_bindings, timeout=5)
+    management = ListingThatLingers(change_bindings, url=mgmt.base_url[:-4], timeout=5)
     watch(ioloop, recorder, exchange, management, relist_interval=300)
     expected = {Binding(q1, "queue", "before")} | {
         Binding(q2, "queue", f"during.{i}") for i in range(20)
