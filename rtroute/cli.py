@@ -179,12 +179,21 @@ def run(config_path: str | None, uri: str | None, management_uri: str | None, rt
 
 @main.command()
 @click.option("--uri", default="amqp://guest:guest@127.0.0.1:5672/%2F", show_default=True)
-def demo(uri: str) -> None:
-    """Run the rtopic plugin's README example end to end through a real sidecar."""
+@click.option("--management-uri", "management_uri", default=None,
+              help="Management API of that broker, for the sidecar.  [default: "
+                   "http://HOST:15672/, right for a broker on the default ports only]")
+def demo(uri: str, management_uri: str | None) -> None:
+    """Run the rtopic plugin's README example end to end through a real sidecar.
+
+    \b
+    Against the RabbitMQ 4.x node of scripts/start-rabbitmq4.sh:
+      rtroute demo --uri amqp://guest:guest@127.0.0.1:5673/%2F \\
+                   --management-uri http://127.0.0.1:15673/
+    """
     from rtroute.demo import run as run_demo
 
     try:
-        run_demo(uri, echo=click.echo)
+        run_demo(uri, echo=click.echo, management_uri=management_uri)
     except (OSError, RuntimeError) as exc:
         raise click.ClickException(str(exc)) from None
 

@@ -2,7 +2,9 @@
 
 Starts `rtroute run` for a demo exchange, binds queues A-F to ``NAME.bindings`` with the
 plugin's keys, publishes the plugin's example routing keys (plus one CC and one blind copy),
-and prints which queue got what. Everything it declares is deleted afterwards.
+and prints which queue got what. Everything it declares is deleted afterwards; its queues are
+exclusive, so they go with its connection whatever happens (and RabbitMQ 4.x, which deprecates
+transient non-exclusive queues, takes them as they are).
 """
 from __future__ import annotations
 
@@ -41,13 +43,26 @@ EXAMPLES = [
 ]
 
 
-def run(uri: str, echo: Callable[[str], None] = print) -> dict[str, list[str]]:
-    """Runs the demo; returns, per queue, the routing keys it received."""
+def run(uri: str, echo: Callable[[str], None] = print,
+        management_uri: str | None = None) -> dict[str, list[str]]:
+    """Runs the demo; returns, per queue, the routing keys it received.
+
+    Args:
+        uri: the broker.
+        echo: where the progress and the result table go.
+        management_uri: that broker's management API, for the sidecar; None lets the sidecar
+            derive it (``http://HOST:15672/``), which is right only for a broker on the
+            default ports: the sidecar refuses an API that answers for another broker.
+
+    Raises:
+        RuntimeError: the sidecar exited or did not become ready.
+    """
     name = f"rtroute.demo.{uuid.uuid4().hex[:6]}"
     port = free_port()
     echo(f"broker: {mask_uri(uri)}; starting the sidecar for exchange {name!r} ...")
+    management = ["--management-uri", management_uri] if management_uri else []
     proc = subprocess.Popen(
-        [sys.executable, "-m", "rtroute.cli", "run", "--uri", uri, "--rtopic", name,
+        [sys.executable, "-m", "rtroute.cli", "run", "--uri", uri, *management, "--rtopic", name,
          "--http", f"127.0.0.1:{port}", "--log-level", "WARNING"], env=dict(os.environ))
     conn = connect_blocking(uri)
     ch = conn.channel()
@@ -55,7 +70,7 @@ def run(uri: str, echo: Callable[[str], None] = print) -> dict[str, list[str]]:
     try:
         _wait_status(port, name, None, proc)
         for q, key in PLUGIN_QUEUES.items():
-            ch.queue_declare(queues[q], auto_delete=True)
+            ch.queue_declare(queues[q], exclusive=True)
             ch.queue_bind(queues[q], f"{name}.bindings", key)
             echo(f"  queue {q} bound to {name}.bindings with {key!r}")
         _wait_status(port, name, len(PLUGIN_QUEUES), proc)

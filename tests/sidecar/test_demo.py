@@ -6,9 +6,9 @@ from rtroute.demo import run
 pytestmark = pytest.mark.broker
 
 
-def test_demo_delivers_the_plugin_readme_example(broker_uri):
+def test_demo_delivers_the_plugin_readme_example(broker_uri, management_uri):
     lines = []
-    received = run(broker_uri, echo=lines.append)
+    received = run(broker_uri, echo=lines.append, management_uri=management_uri)
     got = {q: sorted(keys) for q, keys in received.items()}
     assert got["A"] == sorted(["server1.app1.mod1.info", "*.app1.mod1.info", "#.info",
                                "#.mod1.info", "#", "server1.app1.mod1.*", "server1.app1.#",
