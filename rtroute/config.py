@@ -14,7 +14,6 @@ graph has no cycle (a message diverted from A to B and back to A would loop).
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Mapping
@@ -23,12 +22,16 @@ from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
 from rtroute.config_lines import (
+    MAX_CONFIG_BYTES,
     ConfigError,
     Path,
     TableReader,
     Where,
+    check_size,
     json_source_map,
     load_toml,
+    parse_json,
+    shown,
     suggest,
     type_name,
 )
@@ -242,14 +245,16 @@ def load(path: str | os.PathLike) -> Config:
     """Read and validate an ``rtroute.toml``.
 
     Raises:
-        ConfigError: the file cannot be read, is not TOML, or a value is wrong (with the line).
+        ConfigError: the file cannot be read, is larger than 4 MiB, is not TOML, or a value is
+            wrong (with the line).
     """
     name = os.fspath(path)
     try:
         with open(name, "rb") as f:
-            raw = f.read()
+            raw = f.read(MAX_CONFIG_BYTES + 1)
     except OSError as exc:
         raise ConfigError(f"cannot read the config file: {exc.strerror}", None, name) from None
+    check_size(raw, name)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -348,15 +353,15 @@ def _parse_broker(reader: TableReader) -> BrokerConfig:
     if management is None:
         management = derive_management_uri(uri)
     else:
+        from rtroute.amqp.uri import split_url
+
         try:
-            parts = urlsplit(management)
-            parts.port  # noqa: B018 - raises on a bad port
-        except ValueError as exc:
-            raise reader.error_at(("management_uri",),
-                                  f"management_uri is not a valid URI ({exc})") from None
+            parts, _port = split_url(management)
+        except ValueError as exc:  # its text masks the password; urllib's own does not
+            raise reader.error_at(("management_uri",), f"management_uri is {exc}") from None
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise reader.error_at(("management_uri",), "management_uri must be an http:// or "
-                                  f"https:// URI with a host, got {management!r}")
+                                  f"https:// URI with a host, got {shown(management)}")
     reader.finish()
     return BrokerConfig(uri=uri, management_uri=management)
 
@@ -498,7 +503,7 @@ def _parse_divert(reader: TableReader) -> DivertConfig:
     transformer = reader.string("transformer", default=None, empty=False)
     if transformer is not None and not _TRANSFORMER.match(transformer):
         raise reader.error_at(("transformer",), "transformer must be 'module:function' (e.g. "
-                              f"'myapp.transforms:tag'), got {transformer!r}")
+                              f"'myapp.transforms:tag'), got {shown(transformer)}")
     reader.finish()
     return DivertConfig(name=name, address=address, forwarding_address=forwarding,
                         filter=selector, exclusive=exclusive, routing_name=routing_name,
@@ -520,7 +525,7 @@ def _parse_forwarding(reader: TableReader) -> str:
                               f"for several) or an array of strings, got {type_name(value)}")
     parts = [p.strip() for p in parts]
     if not parts or not all(parts):
-        raise reader.error_at((raw,), f"forwarding_address has an empty address: {value!r}")
+        raise reader.error_at((raw,), f"forwarding_address has an empty address: {shown(value)}")
     for part in parts:
         _checked_name(reader, raw, part)
     return ",".join(parts)
@@ -554,11 +559,8 @@ def loads_divert(text: str, path: str | None = "request body") -> DivertConfig:
     Raises:
         ConfigError: not a JSON object, or a key is wrong (with the line of the value).
     """
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise ConfigError(f"not valid JSON: {exc}", None, path) from None
+    data = parse_json(text, path, invalid="not valid JSON")
     if not isinstance(data, Mapping):
         raise ConfigError(f"a divert is a JSON object, got {type_name(data)}", None, path)
-    where = Where(json_source_map(text), path)
+    where = Where(json_source_map(text, path=path), path)
     return _parse_divert(TableReader(data, (), where, "divert"))

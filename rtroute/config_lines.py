@@ -9,16 +9,24 @@ recorded ancestor, so an error about a missing key points at its table.
 It also holds :class:`TableReader`, the checked reader every config section uses: typed getters
 that consume keys, and :meth:`TableReader.finish`, which rejects what is left with a "did you
 mean" suggestion.
+
+Hostile input gets a :class:`ConfigError` in time and memory linear in its size, never a
+traceback: files above :data:`MAX_CONFIG_BYTES`, nesting deeper than :data:`MAX_DEPTH` and
+dotted keys of more than :data:`MAX_KEY_PARTS` parts are rejected before ``tomllib`` or
+``json`` see them (the first would recurse past Python's limit, and ``tomllib``'s work per
+dotted key grows with the square of its parts).
 """
 from __future__ import annotations
 
 import bisect
+import contextlib
 import difflib
+import gc
 import json
 import math
 import re
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Callable, Union
 
@@ -29,6 +37,17 @@ else:  # pragma: no cover - exercised on Python < 3.11 only
 
 PathPart = Union[str, int]
 Path = tuple[PathPart, ...]
+
+#: Largest config file accepted (``rtroute.toml``, an Erlang config), in bytes. tomllib alone
+#: needs ~100 bytes of memory per byte of a file of short tables (~400 MB at this size).
+MAX_CONFIG_BYTES = 4 * 1024 * 1024
+#: Largest definitions export accepted (machine-written, it grows with the cluster; only its
+#: shovels are mapped line by line), in bytes.
+MAX_DEFINITIONS_BYTES = 16 * 1024 * 1024
+#: Deepest nesting of arrays and tables (inline or not), and longest key path.
+MAX_DEPTH = 100
+#: Most parts of one dotted key or table header (``a.b.c`` has 3).
+MAX_KEY_PARTS = 16
 
 _MISSING: Any = object()
 
@@ -100,24 +119,145 @@ def line_at(newlines: list[int], index: int) -> int:
 
 
 def _newlines(text: str) -> list[int]:
-    return [i for i, c in enumerate(text) if c == "\n"]
+    return [m.start() for m in re.finditer("\n", text)]
+
+
+def _line_of(text: str, index: int) -> int:
+    return text.count("\n", 0, index) + 1
+
+
+def check_size(text: str | bytes, path: str | None, limit: int = MAX_CONFIG_BYTES) -> None:
+    """Reject a document longer than ``limit`` (bytes, or characters for text).
+
+    Raises:
+        ConfigError: without a line.
+    """
+    if len(text) > limit:
+        raise ConfigError(f"the file is larger than {limit // (1024 * 1024)} MiB; "
+                          "is it the right file?", None, path)
+
+
+def shown(value: Any, limit: int = 80) -> str:
+    """``repr(value)`` for an error message: what may hold credentials (text with ``@`` or
+    ``://``) masked as URIs are, and cut to about ``limit`` characters.
+
+    Masking comes first, so the cut can never expose what the mask hides.
+    """
+    from rtroute.amqp.uri import mask_uri  # on the error path only: it imports pika
+
+    if isinstance(value, (str, bytes)):
+        text = value if isinstance(value, str) else value.decode("latin-1")
+        if "@" in text or "//" in text:
+            text = mask_uri(text)
+        out = repr(text if isinstance(value, str) else text.encode("latin-1"))
+    else:
+        out = repr(value)
+        if "@" in out or "//" in out:
+            out = mask_uri(out)
+    return out if len(out) <= limit else out[: limit - 3] + "..."
 
 
 # --------------------------------------------------------------------------------------- TOML
 
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+_TOML_SCALAR_END = re.compile(r"[,\]}\n#]")
+
+# What the shape check before tomllib stops at: the start of a string (skipped by
+# _toml_string_end), a comment, brackets, dots and what ends a key.
+_TOML_SHAPE = re.compile(
+    r"(?P<quote>'''|\"\"\"|[\"'])|(?P<comment>#)|(?P<open>[\[{])|(?P<close>[\]}])"
+    r"|(?P<dot>\.)|(?P<end>[=,\n])"
+)
+_BASIC_STOP = re.compile(r'["\\\n]')
+_ML_BASIC_STOP = re.compile(r'\\|"""')
+
+
+def _toml_string_end(text: str, quote: str, pos: int) -> int:
+    """Index just past the string whose opening ``quote`` ends at ``pos``; -1 when it does not
+    end (``tomllib`` will say so). Linear in the string's length, and no deeper than it."""
+    if quote == "'":
+        end = text.find("'", pos)
+        return -1 if end < 0 or text.find("\n", pos, end) >= 0 else end + 1
+    if quote == "'''":
+        end = text.find("'''", pos)
+    elif quote == '"':
+        while True:
+            stop = _BASIC_STOP.search(text, pos)
+            if stop is None or stop.group() == "\n":
+                return -1
+            if stop.group() == '"':
+                return stop.end()
+            pos = stop.end() + 1  # the escaped character
+    else:
+        while True:
+            stop = _ML_BASIC_STOP.search(text, pos)
+            if stop is None:
+                return -1
+            if stop.group() == '"""':
+                end = stop.start()
+                break
+            pos = stop.end() + 1
+    if end < 0:
+        return -1
+    # up to two more quotes belong to the content: '''a''''' is "a''"
+    end += 3
+    extra = 0
+    while extra < 2 and text.startswith(quote[0], end):
+        end += 1
+        extra += 1
+    return end
+
+
+def _check_toml_shape(text: str, path: str | None) -> None:
+    """Reject nesting deeper than :data:`MAX_DEPTH` and dotted keys longer than
+    :data:`MAX_KEY_PARTS`, in one linear pass over text ``tomllib`` has not seen yet.
+
+    Text that is not TOML may pass; ``tomllib`` rejects it next (an unterminated string ends the
+    pass, since nothing after it can be told apart from string content).
+    """
+    depth = 0
+    parts = 1
+    pos = 0
+    while True:
+        token = _TOML_SHAPE.search(text, pos)
+        if token is None:
+            return
+        kind, pos = token.lastgroup, token.end()
+        if kind == "quote":
+            pos = _toml_string_end(text, token.group(), pos)
+            if pos < 0:
+                return
+        elif kind == "comment":
+            pos = text.find("\n", pos)
+            if pos < 0:
+                return
+        elif kind == "dot":
+            parts += 1
+            if parts > MAX_KEY_PARTS:
+                raise ConfigError(f"a dotted key or table name has more than {MAX_KEY_PARTS} "
+                                  "parts", _line_of(text, token.start()), path)
+        elif kind == "open":
+            depth += 1
+            parts = 1
+            if depth > MAX_DEPTH:
+                raise ConfigError(f"arrays and tables are nested more than {MAX_DEPTH} levels "
+                                  "deep", _line_of(text, token.start()), path)
+        elif kind in ("close", "end"):
+            depth -= kind == "close"
+            parts = 1
 
 
 class _TomlScanner:
     """Records key and element lines of a TOML document that ``tomllib`` already accepted."""
 
-    def __init__(self, text: str):
+    def __init__(self, text: str, path: str | None = None):
         self.s = text
         self.i = 0
         self.nl = _newlines(text)
         self.map = SourceMap()
         self.table: Path = ()
         self.aot_index: dict[Path, int] = {}
+        self.path = path
 
     def line(self) -> int:
         return line_at(self.nl, self.i)
@@ -168,11 +308,11 @@ class _TomlScanner:
         parts = self.key()
         self.skip_space()
         self.i += 2  # "]]"
-        key = self.resolve(parts[:-1]) + (parts[-1],)
+        key = self.checked(self.resolve(parts[:-1]) + (parts[-1],))
         index = self.aot_index.get(key, -1) + 1
         self.aot_index[key] = index
         self.map.lines.setdefault(key, line)
-        self.table = key + (index,)
+        self.table = self.checked(key + (index,))
         self.map.lines[self.table] = line
 
     def table_header(self) -> None:
@@ -181,7 +321,7 @@ class _TomlScanner:
         parts = self.key()
         self.skip_space()
         self.i += 1  # "]"
-        self.table = self.resolve(parts)
+        self.table = self.checked(self.resolve(parts))
         self.map.lines[self.table] = line
 
     def key(self) -> list[str]:
@@ -208,12 +348,20 @@ class _TomlScanner:
                 return parts
             self.i += 1
 
+    def checked(self, path: Path) -> Path:
+        """``path``, unless it is longer than :data:`MAX_DEPTH` (inline tables in inline
+        tables with dotted keys: the shape check counts brackets, not key parts)."""
+        if len(path) > MAX_DEPTH:
+            raise ConfigError(f"keys are nested more than {MAX_DEPTH} levels deep",
+                              self.line(), self.path)
+        return path
+
     def key_value(self, base: Path) -> None:
         line = self.line()
         parts = self.key()
-        for n in range(1, len(parts)):
-            self.map.lines.setdefault(base + tuple(parts[:n]), line)
-        path = base + tuple(parts)
+        path = self.checked(base + tuple(parts))
+        for n in range(len(base) + 1, len(path)):
+            self.map.lines.setdefault(path[:n], line)
         self.map.lines[path] = line
         self.skip_space()
         self.i += 1  # "="
@@ -245,15 +393,16 @@ class _TomlScanner:
                 if self.peek() == "]":
                     self.i += 1
                     return
-                self.map.lines[path + (index,)] = self.line()
-                self.value(path + (index,))
+                element = self.checked(path + (index,))
+                self.map.lines[element] = self.line()
+                self.value(element)
                 self.skip_blank()
                 if self.peek() == ",":
                     self.i += 1
                 index += 1
         else:
-            while self.i < len(self.s) and self.s[self.i] not in ",]}\n#":
-                self.i += 1
+            end = _TOML_SCALAR_END.search(self.s, self.i)
+            self.i = end.start() if end else len(self.s)
 
     def skip_basic_string(self) -> None:
         if self.peek(3) == '"""':
@@ -278,22 +427,36 @@ class _TomlScanner:
         self.i = self.s.index("'", self.i + 1) + 1
 
 
-def toml_source_map(text: str) -> SourceMap:
-    """Lines of every key, table header and array element of a (valid) TOML document."""
-    return _TomlScanner(text).run()
+def toml_source_map(text: str, path: str | None = None) -> SourceMap:
+    """Lines of every key, table header and array element of a (valid) TOML document.
+
+    Raises:
+        ConfigError: a key path is longer than :data:`MAX_DEPTH` (``path`` names the file).
+    """
+    return _TomlScanner(text, path).run()
 
 
 def load_toml(text: str, path: str | None = None) -> tuple[dict[str, Any], SourceMap]:
-    """Parse TOML text; a syntax error becomes a :class:`ConfigError` with its line."""
+    """Parse TOML text; a syntax error becomes a :class:`ConfigError` with its line.
+
+    So does text longer than :data:`MAX_CONFIG_BYTES`, nesting deeper than :data:`MAX_DEPTH`
+    and a dotted key of more than :data:`MAX_KEY_PARTS` parts.
+    """
+    check_size(text, path)
+    _check_toml_shape(text, path)
     try:
-        data = tomllib.loads(text)
+        with _without_cycle_collection():
+            data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         msg = str(exc)
         m = re.search(r"\(at line (\d+), column (\d+)\)", msg)
         line = int(m.group(1)) if m else None
         msg = re.sub(r"\s*\(at (line \d+, column \d+|end of document)\)", "", msg)
         raise ConfigError(f"invalid TOML: {msg}", line, path) from None
-    return data, toml_source_map(text)
+    except ValueError:  # an integer of more digits than Python converts
+        raise _too_many_digits(text, "invalid TOML", path) from None
+    with _without_cycle_collection():
+        return data, toml_source_map(text, path)
 
 
 # --------------------------------------------------------------------------------------- JSON
@@ -303,12 +466,28 @@ class _JsonScanner:
     """Records key and element lines of a JSON document that ``json`` already accepted."""
 
     _SCALAR_END = re.compile(r"[\s,\]}]")
+    _DECODER = json.JSONDecoder()
 
-    def __init__(self, text: str):
+    def __init__(self, text: str, keep: Callable[[Path], bool] | None, path: str | None):
         self.s = text
         self.i = 0
         self.nl = _newlines(text)
         self.map = SourceMap()
+        self.keep = keep or (lambda _path: True)
+        self.path = path
+
+    def child(self, path: Path, line: int) -> None:
+        """Record and scan the value at ``path``, or skip it (at C speed) unless kept."""
+        if self.keep(path):
+            self.map.lines[path] = line
+            self.value(path)
+        else:
+            self.skip_ws()
+            try:
+                self.i = self._DECODER.raw_decode(self.s, self.i)[1]
+            except RecursionError:  # what json.loads parsed, but from deeper in the stack
+                raise ConfigError("arrays and objects are nested too deep", line,
+                                  self.path) from None
 
     def skip_ws(self) -> None:
         while self.i < len(self.s) and self.s[self.i] in " \t\r\n":
@@ -325,6 +504,9 @@ class _JsonScanner:
     def value(self, path: Path) -> None:
         self.skip_ws()
         c = self.s[self.i]
+        if c in "{[" and len(path) >= MAX_DEPTH:  # json itself goes ~10 times deeper
+            raise ConfigError(f"arrays and objects are nested more than {MAX_DEPTH} levels "
+                              "deep", line_at(self.nl, self.i), self.path)
         if c == "{":
             self.i += 1
             while True:
@@ -337,10 +519,9 @@ class _JsonScanner:
                     continue
                 line = line_at(self.nl, self.i)
                 key = self.string()
-                self.map.lines[path + (key,)] = line
                 self.skip_ws()
                 self.i += 1  # ":"
-                self.value(path + (key,))
+                self.child(path + (key,), line)
         elif c == "[":
             self.i += 1
             index = 0
@@ -352,8 +533,7 @@ class _JsonScanner:
                 if self.s[self.i] == ",":
                     self.i += 1
                     continue
-                self.map.lines[path + (index,)] = line_at(self.nl, self.i)
-                self.value(path + (index,))
+                self.child(path + (index,), line_at(self.nl, self.i))
                 index += 1
         elif c == '"':
             self.string()
@@ -362,11 +542,108 @@ class _JsonScanner:
             self.i = m.start() if m else len(self.s)
 
 
-def json_source_map(text: str) -> SourceMap:
-    """Lines of every key and array element of a (valid) JSON document."""
-    scanner = _JsonScanner(text)
-    scanner.value(())
+def json_source_map(
+    text: str, keep: Callable[[Path], bool] | None = None, path: str | None = None
+) -> SourceMap:
+    """Lines of every key and array element of a JSON document that ``json`` accepted.
+
+    Args:
+        text: the document.
+        keep: when given, only paths for which it is true are mapped (and looked into); the
+            rest is skipped at the speed of ``json``. A definitions export is big; its
+            shovels are not.
+        path: the file name, for error messages.
+
+    Raises:
+        ConfigError: what it maps is nested deeper than :data:`MAX_DEPTH`.
+    """
+    scanner = _JsonScanner(text, keep, path)
+    with _without_cycle_collection():
+        scanner.value(())
     return scanner.map
+
+
+@contextlib.contextmanager
+def _without_cycle_collection() -> Iterator[None]:
+    """Pause the cyclic garbage collector: parsers build only acyclic containers, and
+    building millions of them wakes the collector over and over (4x slower for ``json``)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+_JSON_SHAPE = re.compile(r'(?P<quote>")|(?P<open>[\[{])|(?P<close>[\]}])')
+_JSON_STRING_STOP = re.compile(r'["\\]')
+
+
+def _check_json_depth(text: str, path: str | None) -> None:
+    """Reject arrays and objects nested deeper than :data:`MAX_DEPTH`, in one linear pass
+    (an unterminated string ends it: ``json`` reports it)."""
+    depth = 0
+    pos = 0
+    while True:
+        token = _JSON_SHAPE.search(text, pos)
+        if token is None:
+            return
+        kind, pos = token.lastgroup, token.end()
+        if kind == "quote":
+            while True:
+                stop = _JSON_STRING_STOP.search(text, pos)
+                if stop is None:
+                    return
+                pos = stop.end() + (stop.group() == "\\")  # skip the escaped character
+                if stop.group() == '"':
+                    break
+        elif kind == "open":
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise ConfigError(f"arrays and objects are nested more than {MAX_DEPTH} "
+                                  "levels deep", _line_of(text, token.start()), path)
+        else:
+            depth -= 1
+
+
+def parse_json(
+    text: str, path: str | None = None, limit: int = MAX_CONFIG_BYTES,
+    invalid: str = "invalid JSON",
+) -> Any:
+    """Parse JSON text that may be hostile; map its lines with :func:`json_source_map` (which
+    rejects what it maps if nested deeper than :data:`MAX_DEPTH`).
+
+    Args:
+        text: the document.
+        path: the file name, for error messages.
+        limit: the longest text accepted.
+        invalid: how a syntax error's message starts.
+
+    Raises:
+        ConfigError: the text is not JSON (with the line), is longer than ``limit``, or nests
+            deeper than ``json`` can parse (with the line where it is deeper than
+            :data:`MAX_DEPTH`).
+    """
+    check_size(text, path, limit)
+    try:
+        with _without_cycle_collection():
+            return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{invalid}: {exc.msg}", exc.lineno, path) from None
+    except RecursionError:
+        _check_json_depth(text, path)  # says where
+        raise ConfigError("arrays and objects are nested too deep", None, path) from None
+    except ValueError:  # an integer of more digits than Python converts
+        raise _too_many_digits(text, invalid, path) from None
+
+
+def _too_many_digits(text: str, invalid: str, path: str | None) -> ConfigError:
+    limit = getattr(sys, "get_int_max_str_digits", lambda: 4300)()
+    # a run's start only: trying every position inside long runs would be quadratic
+    found = re.search(r"(?<![0-9_])[0-9_]{" + str(limit + 1) + ",}", text)
+    line = _line_of(text, found.start()) if found else None
+    return ConfigError(f"{invalid}: an integer has more than {limit} digits", line, path)
 
 
 # ------------------------------------------------------------------------------ table reader
@@ -592,7 +869,7 @@ class TableReader:
         if normalize(value) not in options:
             raise self.error_at(
                 (raw,),
-                f"{self.label(raw)} must be one of {', '.join(options)}, got {value!r}"
+                f"{self.label(raw)} must be one of {', '.join(options)}, got {shown(value)}"
                 + suggest(normalize(value), options),
             )
         return normalize(value)

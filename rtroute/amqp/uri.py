@@ -34,7 +34,7 @@ import re
 import ssl
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote, unquote
+from urllib.parse import SplitResult, quote, unquote, urlsplit
 
 import pika
 
@@ -45,6 +45,7 @@ __all__ = [
     "management_url",
     "mask_uri",
     "parse_uri",
+    "split_url",
 ]
 
 LOCAL_HOST = "127.0.0.1"
@@ -343,44 +344,70 @@ def management_url(uri: str) -> str:
     return f"http://{host}:15672/"
 
 
-_SCHEME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+# a scheme and "//", possibly mistyped ("amqp:://", " amqp://"), but never holding user info
+_SCHEME_RE = re.compile(r"^\s*[A-Za-z][A-Za-z0-9+.-]*:*//")
 _QUERY_SECRET_RE = re.compile(r"(?i)([?&](?:password|pass|passwd)=)[^&]*")
 
 
 def mask_uri(uri: Any) -> str:
-    """Return ``uri`` with its password replaced by ``***``, for logs and status output.
+    """Return ``uri`` with its password replaced by ``***``, for logs, errors and status output.
 
-    Works on URIs that do not parse too. When the user info is ambiguous (a raw ``/`` or ``?``
-    in a password, or ``amqp://user:secret`` without ``@``) it masks more rather than less: all
-    text between the first ``:`` and the last ``@``, or a non-numeric "port". A ``password=``
-    query value (a TLS key password) is masked too. Non-string input is shown as ``<TYPE>``.
+    Works on URIs that do not parse too, and masks more rather than less when the user info is
+    ambiguous. With an ``@`` after ``//``, the text between ``//`` and the *last* ``@`` is the
+    user info: ``user:***@`` when it starts with a plain user name and a ``:``; a lone user
+    name (no ``:``, no ``/`` or ``?``) is shown; anything else (``amqp://a/b:secret@host``) is
+    masked whole. Without an ``@``, a non-numeric "port" (``amqp://user:secret``) is masked. A
+    ``password=`` query value (a TLS key password) is masked too. Non-string input is shown as
+    ``<TYPE>``.
     """
     if not isinstance(uri, str):
         return f"<{type(uri).__name__}>"
     scheme = _SCHEME_RE.match(uri)
     prefix = scheme.group(0) if scheme else ""
     rest = uri[len(prefix):]
-    authority_end = min((i for i in (rest.find("/"), rest.find("?")) if i >= 0),
-                        default=len(rest))
-    authority, after = rest[:authority_end], rest[authority_end:]
-    if "@" in authority:
-        rest = _mask_userinfo(authority) + after
-    elif "@" in after and ":" in authority:
-        # a password holding a raw "/" or "?" ends the authority early: mask up to the last "@"
-        rest = _mask_userinfo(rest)
-    elif ":" in authority and not authority.startswith("["):
-        host, _, port = authority.partition(":")
-        if not port.isdigit():
-            rest = f"{host}:{MASK}{after}"
+    at = rest.rfind("@")
+    if at >= 0:
+        userinfo, tail = rest[:at], rest[at:]
+        user, has_password, _secret = userinfo.partition(":")
+        if has_password and not any(c in user for c in "/?"):
+            rest = f"{user}:{MASK}{tail}"
+        elif has_password or any(c in userinfo for c in "/?"):
+            rest = MASK + tail
+    else:
+        authority_end = min((i for i in (rest.find("/"), rest.find("?")) if i >= 0),
+                            default=len(rest))
+        authority, after = rest[:authority_end], rest[authority_end:]
+        host_end = authority.find("]") + 1 if authority.startswith("[") else 0
+        host, has_port, port = authority[host_end:].partition(":")
+        if has_port and not port.isdigit():
+            rest = f"{authority[:host_end]}{host}:{MASK}{after}"
     return prefix + _QUERY_SECRET_RE.sub(lambda m: m.group(1) + MASK, rest)
 
 
-def _mask_userinfo(text: str) -> str:
-    userinfo, _, after = text.rpartition("@")
-    user, has_password, _secret = userinfo.partition(":")
-    if not has_password:
-        return text
-    return f"{user}:{MASK}@{after}"
+def split_url(url: str) -> tuple[SplitResult, int | None]:
+    """``urlsplit(url)`` and its port, with an error that never quotes the password.
+
+    urllib's own ``ValueError`` text can hold it (``Port could not be cast to integer value as
+    'secret'`` for ``amqp://user:secret/``), so it is never passed on.
+
+    Raises:
+        ValueError: ``not a valid URI: <the URI, masked>: the port is not a number`` and the like.
+    """
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        text = str(exc)
+        if "Port out of range" in text:
+            problem = "the port is out of range 0-65535"
+        elif "Port" in text:
+            problem = "the port is not a number"
+        elif "IPv6" in text or "IPv4" in text:
+            problem = "the host in [...] is not a valid IPv6 address"
+        else:
+            problem = "it cannot be split into scheme, host and path"
+        raise ValueError(f"not a valid URI: {mask_uri(url)}: {problem}") from None
+    return parts, port
 
 
 def _split_hostport(hostport: str, fail) -> tuple[str, str | None]:

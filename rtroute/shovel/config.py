@@ -12,9 +12,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
-from rtroute.config_lines import ConfigError, Path, TableReader, Where, suggest, type_name
+from rtroute.config_lines import (
+    ConfigError,
+    Path,
+    TableReader,
+    Where,
+    shown,
+    suggest,
+    type_name,
+)
 
 __all__ = [
     "ACK_MODES",
@@ -202,11 +209,12 @@ class ShovelConfig:
 
 def amqp_uri_problem(uri: str) -> str | None:
     """Why ``uri`` is not an ``amqp://``/``amqps://`` URI, or ``None`` when it is one."""
+    from rtroute.amqp.uri import parse_uri, split_url
+
     try:
-        parts = urlsplit(uri)
-        port = parts.port
+        parts, port = split_url(uri)
     except ValueError as exc:
-        return f"is not a valid URI ({exc})"
+        return f"is {exc}"
     if parts.scheme not in ("amqp", "amqps"):
         return "must start with amqp:// or amqps://"
     if not uri.startswith(f"{parts.scheme}://"):
@@ -217,8 +225,6 @@ def amqp_uri_problem(uri: str) -> str | None:
         return "has port 0"
     if parts.path.count("/") > 1:
         return "has a '/' in the vhost; write it as %2F"
-    from rtroute.amqp.uri import parse_uri
-
     try:
         parse_uri(uri)
     except ValueError as exc:
@@ -342,7 +348,7 @@ def _parse_endpoint(reader: TableReader, name: str) -> Endpoint:
     if protocol is not None and protocol[1] != "amqp091":
         raise side.error_at(
             (protocol[0],), f"{side.label(protocol[0])}: only amqp091 is supported, got "
-            f"{protocol[1]!r}"
+            f"{shown(protocol[1])}"
         )
     declarations = _parse_declarations(side)
     side.finish()
@@ -381,7 +387,7 @@ def _parse_declaration(side: TableReader, sub: Path, item: Any) -> dict[str, Any
     if fields is None:
         raise side.error_at(
             sub + (("method",) if isinstance(item, Mapping) else ()),
-            f"{label}: unknown method {method!r}; use one of {', '.join(DECLARATION_METHODS)}"
+            f"{label}: unknown method {shown(method)}; use one of {', '.join(DECLARATION_METHODS)}"
             + suggest(method, DECLARATION_METHODS),
         )
     out: dict[str, Any] = {"method": method}
@@ -454,21 +460,21 @@ def _parse_publish_properties(reader: TableReader) -> dict[str, Any]:
         elif raw == "delivery_mode":
             if type(value) is not int or value not in (1, 2):
                 raise props.error_at(
-                    (raw,), f"{label} must be 1 (transient) or 2 (persistent), got {value!r}"
+                    (raw,), f"{label} must be 1 (transient) or 2 (persistent), got {shown(value)}"
                 )
         elif raw == "priority":
             if type(value) is not int or not 0 <= value <= 255:
-                raise props.error_at((raw,), f"{label} must be an integer 0-255, got {value!r}")
+                raise props.error_at((raw,), f"{label} must be an integer 0-255, got {shown(value)}")
         elif raw == "expiration":
             if not isinstance(value, str) or not value.isdigit() or not value.isascii():
                 raise props.error_at(
                     (raw,), f"{label} must be a string of digits (milliseconds, e.g. "
-                    f"\"60000\"), got {value!r}"
+                    f"\"60000\"), got {shown(value)}"
                 )
         elif raw == "timestamp" and (type(value) is not int or value < 0):
             raise props.error_at(
                 (raw,), f"{label} must be a non-negative integer (seconds since the "
-                f"epoch), got {value!r}"
+                f"epoch), got {shown(value)}"
             )
         out[raw] = value
     return out
@@ -667,7 +673,7 @@ def _parse_delete_after(reader: TableReader) -> str | int:
         return value
     raise reader.error_at(
         (raw,), f"{reader.label(raw)} must be \"never\", \"queue-length\" or a message count, "
-        f"got {value!r}"
+        f"got {shown(value)}"
     )
 
 
@@ -687,7 +693,7 @@ def _parse_durable_queue(
         _check_shortstr(reader, raw, value)
         return value
     raise reader.error_at(
-        (raw,), f"{reader.label(raw)} must be true or a queue name, got {value!r}"
+        (raw,), f"{reader.label(raw)} must be true or a queue name, got {shown(value)}"
     )
 
 

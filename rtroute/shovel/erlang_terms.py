@@ -4,7 +4,9 @@ It reads what ``file:consult/1`` reads for a config file and nothing more: atoms
 'quoted'), strings ``"..."`` (adjacent strings concatenate), binaries ``<<"...">>`` and
 ``<<1,2,3>>``, integers (``-5``, ``16#ff``, ``1_000``, ``$c``), floats, tuples, lists and
 ``%`` comments; every term ends with a dot. Anything else (variables, maps, funs, improper
-lists) is an :class:`ErlangSyntaxError` with the line and column where it starts.
+lists) is an :class:`ErlangSyntaxError` with the line and column where it starts. So is
+hostile input, in time linear in its length: text over 4 MiB, nesting deeper than
+:data:`~rtroute.config_lines.MAX_DEPTH`, escapes beyond the last character.
 
 :func:`parse` returns :class:`Term` nodes that keep their position, for importers that report
 errors by line; :func:`to_python` turns them into plain values: :class:`Atom` (a ``str``),
@@ -12,10 +14,11 @@ errors by line; :func:`to_python` turns them into plain values: :class:`Atom` (a
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
-from rtroute.config_lines import ConfigError
+from rtroute.config_lines import MAX_DEPTH, ConfigError, check_size, shown
 
 __all__ = ["Atom", "ErlangSyntaxError", "Term", "parse", "parse_one", "to_python"]
 
@@ -57,6 +60,8 @@ class Term:
         column: 1-based column of the term's first character.
     """
 
+    __slots__ = ("column", "kind", "line", "value")  # a config holds many small terms
+
     kind: str
     value: Any
     line: int
@@ -72,14 +77,28 @@ class Term:
         return self.kind == "atom" and (name is None or self.value == name)
 
     def describe(self) -> str:
-        """A short form for error messages: ``atom 'foo'``, ``a list``, ``integer 5``."""
-        if self.kind in ("atom", "integer", "float"):
-            return f"{self.kind} {self.value!r}" if self.kind != "atom" else f"atom '{self.value}'"
+        """A short form for error messages: ``atom 'foo'``, ``a list``, ``integer 5``.
+
+        Text that may hold a password (a URI) is masked, and long values are cut.
+        """
+        if self.kind == "atom":
+            return f"atom {shown(str(self.value))}"
+        if self.kind == "integer":
+            return f"integer {_int_text(self.value)}"
+        if self.kind == "float":
+            return f"float {self.value!r}"
         if self.kind == "string":
-            return f"string {self.value!r}"
+            return f"string {shown(self.value)}"
         if self.kind == "binary":
-            return f"binary <<{self.value!r}>>"
+            return f"binary <<{shown(self.value)}>>"
         return f"a {self.kind}"
+
+
+def _int_text(value: int) -> str:
+    """``str(value)``, but short (and possible: Python refuses to print a huge integer)."""
+    if value.bit_length() <= 64:
+        return str(value)
+    return f"of {value.bit_length()} bits"
 
 
 _ESCAPES = {
@@ -88,6 +107,10 @@ _ESCAPES = {
 }
 _ATOM_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@")
 _DIGITS36 = "0123456789abcdefghijklmnopqrstuvwxyz"
+_DECIMAL = "0123456789"
+_DECIMAL_ONE = set(_DECIMAL)  # one digit, never the empty string
+_LOWER = set("abcdefghijklmnopqrstuvwxyz")
+_MAX_CHAR = 0x10FFFF
 
 
 class _Parser:
@@ -97,6 +120,7 @@ class _Parser:
         self.line = 1
         self.col = 1
         self.path = path
+        self.depth = 0
 
     # -- position and errors
 
@@ -159,31 +183,34 @@ class _Parser:
         c = self.peek()
         if not c:
             raise self.error("unexpected end of input, expected a term")
-        if c == "{":
+        if c in "{[":
+            self.depth += 1
+            if self.depth > MAX_DEPTH:
+                raise self.error(f"lists and tuples are nested more than {MAX_DEPTH} levels deep")
             self.advance()
-            return Term("tuple", self.sequence("}", "tuple"), line, col)
-        if c == "[":
-            self.advance()
-            return Term("list", self.sequence("]", "list"), line, col)
+            kind, close = ("tuple", "}") if c == "{" else ("list", "]")
+            items = self.sequence(close, kind)
+            self.depth -= 1
+            return Term(kind, items, line, col)
         if self.peek(2) == "<<":
             self.advance(2)
             return Term("binary", self.binary(line, col), line, col)
         if c == '"':
-            text = self.string('"', line, col)
+            texts = [self.string('"', line, col)]
             while True:  # "a" "b" is one string in Erlang
                 self.skip_blank()
                 if self.peek() != '"':
                     break
-                text += self.string('"', self.line, self.col)
-            return Term("string", text, line, col)
+                texts.append(self.string('"', self.line, self.col))
+            return Term("string", "".join(texts), line, col)
         if c == "'":
             return Term("atom", Atom(self.string("'", line, col)), line, col)
         if c == "$":
             self.advance()
             return Term("integer", self.char_literal(line, col), line, col)
-        if c.isdigit() or (c in "-+" and self.s[self.i + 1 : self.i + 2].isdigit()):
+        if c in _DECIMAL_ONE or (c in "-+" and self.s[self.i + 1 : self.i + 2] in _DECIMAL_ONE):
             return self.number(line, col)
-        if c.islower():
+        if c in _LOWER:
             start = self.i
             while self.i < len(self.s) and self.s[self.i] in _ATOM_CHARS:
                 self.advance()
@@ -254,7 +281,7 @@ class _Parser:
                 if not digits or any(d not in "0123456789abcdefABCDEF" for d in digits):
                     raise self.error("bad \\x{...} escape", esc_line, esc_col)
                 self.advance(len(digits) + 1)
-                return chr(int(digits, 16))
+                return self.character(int(digits, 16), esc_line, esc_col)
             digits = self.peek(2)
             if len(digits) < 2 or any(d not in "0123456789abcdefABCDEF" for d in digits):
                 raise self.error("bad \\xHH escape", esc_line, esc_col)
@@ -271,6 +298,16 @@ class _Parser:
         # Erlang keeps an unknown escaped character as itself.
         return self.advance()
 
+    def character(self, code: int, line: int, col: int) -> str:
+        """The character of an escape's code point; Python (and UTF-8) stop at 10FFFF."""
+        if code > _MAX_CHAR:
+            raise self.error(f"bad \\x{{...}} escape: above the last character {_MAX_CHAR:X}",
+                             line, col)
+        if 0xD800 <= code <= 0xDFFF:
+            raise self.error("bad \\x{...} escape: a UTF-16 surrogate is not a character",
+                             line, col)
+        return chr(code)
+
     def char_literal(self, line: int, col: int) -> int:
         if self.i >= len(self.s):
             raise self.error("expected a character after '$'", line, col)
@@ -285,16 +322,17 @@ class _Parser:
             sign = -1 if self.advance() == "-" else 1
         digits = self.digits("0123456789")
         if self.peek() == "#":
-            base = int(digits)
+            base = int(digits) if len(digits) <= 2 else 0
             if not 2 <= base <= 36:
-                raise self.error(f"integer base must be 2..36, got {base}", line, col)
+                got = digits if len(digits) <= 4 else digits[:4] + "..."
+                raise self.error(f"integer base must be 2..36, got {got}", line, col)
             self.advance()
             allowed = _DIGITS36[:base] + _DIGITS36[10:base].upper()
             value = self.digits(allowed)
             if not value:
                 raise self.error(f"expected base-{base} digits after '#'")
-            return Term("integer", sign * int(value, base), line, col)
-        if self.peek() == "." and self.s[self.i + 1 : self.i + 2].isdigit():
+            return Term("integer", sign * self.integer(value, base, line, col), line, col)
+        if self.peek() == "." and self.s[self.i + 1 : self.i + 2] in _DECIMAL_ONE:
             self.advance()
             frac = self.digits("0123456789")
             exp = ""
@@ -305,26 +343,35 @@ class _Parser:
                 if not exp_digits:
                     raise self.error("expected exponent digits")
                 exp = f"e{exp_sign}{exp_digits}"
-            return Term("float", sign * float(f"{digits}.{frac}{exp}"), line, col)
+            value = float(f"{digits}.{frac}{exp}")
+            if math.isinf(value):
+                raise self.error("float out of range", line, col)
+            return Term("float", sign * value, line, col)
         if self.peek() and (self.peek().isalpha() or self.peek() == "_"):
             raise self.error(
                 f"bad number {self.s[start:self.i + 1]!r}", line, col
             )
-        return Term("integer", sign * int(digits), line, col)
+        return Term("integer", sign * self.integer(digits, 10, line, col), line, col)
+
+    def integer(self, digits: str, base: int, line: int, col: int) -> int:
+        try:
+            return int(digits, base)
+        except ValueError:  # more digits than Python converts (a config needs no bignum)
+            raise self.error(f"integer of {len(digits)} digits is too long", line, col) from None
 
     def digits(self, allowed: str) -> str:
-        out = ""
+        out = []
         while self.i < len(self.s):
             c = self.s[self.i]
             if c in allowed:
-                out += self.advance()
+                out.append(self.advance())
             elif c == "_" and out and self.s[self.i + 1 : self.i + 2] not in ("", "_") and (
                 self.s[self.i + 1] in allowed
             ):
                 self.advance()
             else:
                 break
-        return out
+        return "".join(out)
 
     def binary(self, line: int, col: int) -> bytes:
         out = bytearray()
@@ -340,8 +387,8 @@ class _Parser:
             c = self.peek()
             if c == '"':
                 text = self.string('"', seg_line, seg_col)
-                out += self.segment_type(text.encode("utf-8"), text, seg_line, seg_col)
-            elif c.isdigit() or c == "$":
+                out += self.segment_type(text, seg_line, seg_col)
+            elif c in _DECIMAL_ONE or c == "$":
                 if c == "$":
                     self.advance()
                     value = self.char_literal(seg_line, seg_col)
@@ -355,7 +402,8 @@ class _Parser:
                     self.advance()
                     self.type_name()
                 if not 0 <= value <= 255:
-                    raise self.error(f"binary byte out of range: {value}", seg_line, seg_col)
+                    raise self.error(f"binary byte out of range: {_int_text(value)}", seg_line,
+                                 seg_col)
                 out.append(value)
             else:
                 found = c or "end of input"
@@ -371,7 +419,7 @@ class _Parser:
                 raise self.error(f"expected ',' or '>>' in binary, found {found!r}")
             self.advance()
 
-    def segment_type(self, utf8: bytes, text: str, line: int, col: int) -> bytes:
+    def segment_type(self, text: str, line: int, col: int) -> bytes:
         if self.peek() != "/":
             if any(ord(ch) > 255 for ch in text):
                 raise self.error("binary string has characters above 255; add /utf8", line, col)
@@ -379,7 +427,10 @@ class _Parser:
         self.advance()
         kind = self.type_name()
         if kind in ("utf8", "binary"):
-            return utf8
+            try:
+                return text.encode("utf-8")
+            except UnicodeEncodeError:
+                raise self.error("binary string is not valid Unicode", line, col) from None
         raise self.error(f"unsupported binary segment type '{kind}'", line, col)
 
     def type_name(self) -> str:
@@ -394,7 +445,9 @@ def parse(text: str, path: str | None = None) -> list[Term]:
 
     Raises:
         ErlangSyntaxError: with the line and column of the first error.
+        ConfigError: the text is longer than 4 MiB.
     """
+    check_size(text, path)
     return _Parser(text, path).terms()
 
 

@@ -16,11 +16,21 @@ behaves as it did in the broker.
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Callable
 
-from rtroute.config_lines import ConfigError, Path, SourceMap, Where, json_source_map, suggest
+from rtroute.config_lines import (
+    MAX_DEFINITIONS_BYTES,
+    ConfigError,
+    Path,
+    SourceMap,
+    Where,
+    check_size,
+    json_source_map,
+    parse_json,
+    shown,
+    suggest,
+)
 from rtroute.shovel.config import ShovelConfig, check_unique, parse_shovel
 from rtroute.shovel.erlang_terms import Term, parse_one
 
@@ -314,7 +324,8 @@ def from_erlang_config(text: str, path: str | None = None) -> list[ShovelConfig]
 
     Raises:
         ErlangSyntaxError: the text is not a valid term (with line and column).
-        ConfigError: a shovel is malformed (naming the shovel, the field and the line).
+        ConfigError: a shovel is malformed (naming the shovel, the field and the line), or
+            the text is larger than 4 MiB.
     """
     return _ErlangImport(path).run(text)
 
@@ -354,23 +365,23 @@ def from_definitions(
         durable declare with ``*-queue-args``), as the plugin does.
 
     Raises:
-        ConfigError: invalid JSON, an AMQP 1.0 shovel, or a malformed value (with the line
-            when the input was text).
+        ConfigError: invalid JSON (also: larger than 16 MiB, or nested too deep), an
+            AMQP 1.0 shovel, or a malformed value (with the line when the input was text).
     """
     if isinstance(definitions, (str, bytes)):
-        text = definitions.decode("utf-8") if isinstance(definitions, bytes) else definitions
+        check_size(definitions, path, MAX_DEFINITIONS_BYTES)
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"invalid JSON: {exc.msg}", exc.lineno, path) from None
-        source = json_source_map(text)
+            text = definitions.decode("utf-8") if isinstance(definitions, bytes) else definitions
+        except UnicodeDecodeError as exc:
+            line = definitions[: exc.start].count(b"\n") + 1
+            raise ConfigError("the file is not UTF-8", line, path) from None
+        params, base = _parameters(parse_json(text, path, MAX_DEFINITIONS_BYTES))
+        # the rest of a big export is freed before json_source_map skips over it
+        source = json_source_map(text, _shovel_paths(params, base), path)
     else:
-        data, source = definitions, SourceMap()
+        params, base = _parameters(definitions)
+        source = SourceMap()
     where = Where(source, path)
-    if isinstance(data, Mapping):
-        params, base = data.get("parameters", []), ("parameters",)
-    else:
-        params, base = data, ()
     if not isinstance(params, list):
         raise where.error(base, "parameters must be an array")
     shovels: list[ShovelConfig] = []
@@ -397,6 +408,29 @@ def from_definitions(
     return shovels
 
 
+def _parameters(data: Any) -> tuple[Any, Path]:
+    """The parameters of a definitions export (or a bare list of them), and their path."""
+    if isinstance(data, Mapping):
+        return data.get("parameters", []), ("parameters",)
+    return data, ()
+
+
+def _shovel_paths(params: Any, base: Path) -> Callable[[Path], bool]:
+    """Which paths of a definitions export to map line by line: its shovel parameters (an
+    export lists every queue and binding of the cluster; mapping them all is slow)."""
+    shovels = set()
+    if isinstance(params, list):
+        shovels = {i for i, param in enumerate(params)
+                   if isinstance(param, Mapping) and param.get("component") == "shovel"}
+
+    def keep(path: Path) -> bool:
+        if len(path) <= len(base):
+            return path == base[: len(path)]
+        return path[: len(base)] == base and path[len(base)] in shovels
+
+    return keep
+
+
 def _translate_dynamic(
     name: str, value: Mapping[str, Any], vpath: Path, where: Where
 ) -> dict[str, Any]:
@@ -410,7 +444,7 @@ def _translate_dynamic(
                                   "rtroute shovels speak AMQP 0-9-1 only")
             if v != "amqp091":
                 raise where.error(vpath + (key,), f"{context}: {key} must be amqp091, got "
-                                  f"{v!r}")
+                                  f"{shown(v)}")
         elif key in _AMQP10_KEYS:
             raise where.error(vpath + (key,), f"{context}: {key} is an AMQP 1.0 setting; "
                               "rtroute shovels speak AMQP 0-9-1 only")
