@@ -10,6 +10,10 @@ Columns: ``routing_key``, ``headers`` (JSON text, see :func:`headers_json`), ``b
 ``exchange``, ``redelivered``, the basic properties (``content_type``, ``content_encoding``,
 ``delivery_mode``, ``priority``, ``correlation_id``, ``reply_to``, ``expiration``,
 ``message_id``, ``timestamp``, ``type``, ``user_id``, ``app_id``) and ``drained_at``.
+
+Messages are private: files are created ``0600`` and the directories a drain creates ``0700``,
+whatever the umask, unless the caller passes another ``mode`` (directories then get the
+matching search bits: ``0640`` gives ``0750``).
 """
 from __future__ import annotations
 
@@ -30,6 +34,8 @@ import pyarrow.parquet as pq
 from rtroute.amqp import connect_blocking, mask_uri
 
 MAX_PREFETCH = 65535  # basic.qos prefetch_count is a short
+#: Permissions of the files a drain writes (their directories get the matching search bits).
+DEFAULT_MODE = 0o600
 
 _PROPERTIES = ("content_type", "content_encoding", "correlation_id", "reply_to", "expiration",
                "message_id", "type", "user_id", "app_id")
@@ -106,8 +112,49 @@ def _row(method: Any, properties: Any, body: bytes, now: datetime.datetime) -> d
     return row
 
 
-def write_part(rows: list[dict[str, Any]], directory: Path, name: str) -> Path:
+def directory_mode(mode: int) -> int:
+    """The mode of a directory holding files of ``mode``: each class that may read the files
+    may also enter the directory (``0600`` -> ``0700``, ``0640`` -> ``0750``)."""
+    return mode | (mode & 0o444) >> 2
+
+
+def check_mode(mode: int) -> int:
+    """``mode`` if it suits archive files: permission bits only, readable and writable by the
+    owner.
+
+    Raises:
+        ValueError: it does not.
+    """
+    if not 0 <= mode <= 0o777 or mode & 0o600 != 0o600:
+        raise ValueError(f"file mode must be 0600-0777 with owner read and write (0600, 0640, "
+                         f"0644...), not {mode:#o}")
+    return mode
+
+
+def make_directory(directory: Path, mode: int = DEFAULT_MODE) -> None:
+    """Creates ``directory`` and its missing parents with :func:`directory_mode` of ``mode``
+    (existing ones are left as they are)."""
+    missing = []
+    for path in (directory, *directory.parents):
+        if path.is_dir():
+            break
+        missing.append(path)
+    for path in reversed(missing):
+        try:
+            os.mkdir(path, directory_mode(mode))
+        except FileExistsError:
+            if not path.is_dir():
+                raise
+            continue  # a concurrent drain made it: its mode is its own
+        os.chmod(path, directory_mode(mode))  # exactly, whatever the umask
+
+
+def write_part(rows: list[dict[str, Any]], directory: Path, name: str,
+               mode: int = DEFAULT_MODE) -> Path:
     """Writes ``rows`` to ``directory/name`` durably: temp file, fsync, rename, fsync the dir.
+
+    The file has permissions ``mode`` from its creation on (whatever the umask); an existing
+    file (or link) at the temporary name is an error, never overwritten or followed.
 
     Raises:
         OSError: the write failed; nothing is left under ``name``.
@@ -115,13 +162,18 @@ def write_part(rows: list[dict[str, Any]], directory: Path, name: str) -> Path:
     final = directory / name
     temporary = directory / f".{name}.tmp"  # hidden: Spark and pyarrow skip it
     table = pa.Table.from_pylist(rows, schema=SCHEMA)
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode & 0o600)
     try:
-        with open(temporary, "wb") as f:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as f:
+            fd = -1  # closed by f from here on
             pq.write_table(table, f, compression="zstd")
             f.flush()
             os.fsync(f.fileno())
         os.replace(temporary, final)
     except BaseException:
+        if fd >= 0:
+            os.close(fd)
         temporary.unlink(missing_ok=True)
         raise
     fd = os.open(directory, os.O_RDONLY)
@@ -135,7 +187,7 @@ def write_part(rows: list[dict[str, Any]], directory: Path, name: str) -> Path:
 def drain(uri: str, queue: str, out: str | os.PathLike, *, batch_size: int = 10_000,
           idle_timeout: float = 2.0, flush_interval: float = 30.0,
           max_messages: int | None = None, connection_name: str = "rtroute-drain",
-          echo: Callable[[str], None] | None = None) -> DrainStats:
+          echo: Callable[[str], None] | None = None, mode: int = DEFAULT_MODE) -> DrainStats:
     """Consumes ``queue`` into Parquet files under ``out`` until it stays empty.
 
     Args:
@@ -148,9 +200,11 @@ def drain(uri: str, queue: str, out: str | os.PathLike, *, batch_size: int = 10_
         flush_interval: write a partial file when its oldest message waited this long.
         max_messages: stop after this many messages (None: until idle).
         echo: progress lines (one per file).
+        mode: permissions of the files (``0600``: the owner's only); directories the drain
+            creates get :func:`directory_mode` of it.
 
     Raises:
-        ValueError: a malformed URI or an out-of-range ``batch_size``.
+        ValueError: a malformed URI, an out-of-range ``batch_size`` or a bad ``mode``.
         DrainError: the queue does not exist, or the broker refused or dropped the connection;
             what was written so far is acked, the rest stays in the queue.
         OSError: a file could not be written; its messages stay in the queue.
@@ -159,8 +213,9 @@ def drain(uri: str, queue: str, out: str | os.PathLike, *, batch_size: int = 10_
 
     if not 1 <= batch_size <= MAX_PREFETCH:
         raise ValueError(f"batch_size must be between 1 and {MAX_PREFETCH}, not {batch_size}")
+    check_mode(mode)
     directory = Path(out)
-    directory.mkdir(parents=True, exist_ok=True)
+    make_directory(directory, mode)
     echo = echo or (lambda _line: None)
     stats = DrainStats()
     run_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
@@ -179,7 +234,7 @@ def drain(uri: str, queue: str, out: str | os.PathLike, *, batch_size: int = 10_
         def flush() -> None:
             nonlocal rows
             name = f"part-{run_id}-{len(stats.files):05d}.parquet"
-            path = write_part(rows, directory, name)
+            path = write_part(rows, directory, name, mode)
             channel.basic_ack(last_tag, multiple=True)
             stats.messages += len(rows)
             stats.files.append(str(path))

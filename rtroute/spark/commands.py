@@ -80,6 +80,14 @@ def _existing_if_local(ctx: click.Context, param: click.Parameter, path: str) ->
     return path
 
 
+def _octal(text: str) -> int:
+    """An octal file mode as given on the command line (``0640``, ``640``, ``0o640``)."""
+    try:
+        return int(text, 8)
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not an octal mode such as 0600 or 0640") from None
+
+
 def _echo_err(line: str) -> None:
     click.echo(line, err=True)
 
@@ -279,8 +287,13 @@ def diff_command(messages_path: str, before_path: str, after_path: str, out_path
               help="Stop after this many seconds without a message.")
 @click.option("--max-messages", default=None, type=click.IntRange(1),
               help="Stop after this many messages.  [default: until the queue is idle]")
+@click.option("--mode", "file_mode", default="0600", show_default=True, metavar="OCTAL",
+              callback=lambda _ctx, _param, text: _octal(text),
+              help="Permissions of the Parquet files (directories the drain creates get the "
+                   "matching search bits: 0640 gives 0750). Messages may be private: widen "
+                   "with care.")
 def drain_command(uri: str, queue: str, out_path: str, batch_size: int, idle_timeout: float,
-                  max_messages: int | None) -> None:
+                  max_messages: int | None, file_mode: int) -> None:
     """Drain a queue into Parquet files, acking each file's messages once it is on disk.
 
     \b
@@ -294,7 +307,7 @@ def drain_command(uri: str, queue: str, out_path: str, batch_size: int, idle_tim
     _echo_err(f"draining {queue} on {mask_uri(uri)} into {out_path}")
     try:
         stats = drain(uri, queue, out_path, batch_size=batch_size, idle_timeout=idle_timeout,
-                      max_messages=max_messages, echo=_echo_err)
+                      max_messages=max_messages, echo=_echo_err, mode=file_mode)
     except (DrainError, ValueError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
     rate = stats.messages / stats.seconds if stats.seconds else 0.0
