@@ -32,7 +32,7 @@ from rtroute.amqp.broker_identity import (
     check_same_broker,
     identity_from_overview,
 )
-from rtroute.amqp.uri import management_url, mask_uri, parse_uri
+from rtroute.amqp.uri import management_url, mask_uri, parse_uri, split_url
 
 __all__ = ["BindingInfo", "ManagementClient", "ManagementError", "NotFound", "WrongBroker"]
 
@@ -94,15 +94,15 @@ class ManagementClient:
         password: str = "guest",
         timeout: float = 10.0,
     ) -> None:
-        parts = urlsplit(url)
+        parts, port = split_url(url)  # urllib's own errors may quote the password
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"management URL must be http(s)://host[:port]/, got {mask_uri(url)!r}")
         if parts.username is not None:
             username = unquote(parts.username)
             password = unquote(parts.password or "")
         netloc = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
-        if parts.port is not None:
-            netloc += f":{parts.port}"
+        if port is not None:
+            netloc += f":{port}"
         path = parts.path.rstrip("/")
         self.base_url = f"{parts.scheme}://{netloc}{path}/api/"
         self.username = username
@@ -198,8 +198,13 @@ class ManagementClient:
             req.add_header(name, value)
         where = f"{method} {self.base_url}{path}"
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as response:
+            with _OPENER.open(req, timeout=self.timeout) as response:
                 payload = response.read()
+        except _CrossOriginRedirect as exc:
+            raise ManagementError(
+                f"{where}: HTTP {exc.code} redirects to {mask_uri(exc.location)}, another "
+                "origin, which must not get the credentials: not followed (if it is the right "
+                "API, give its URL as the management URI)", exc.code, method, path) from None
         except urllib.error.HTTPError as exc:
             reason = _error_reason(exc)
             error_class = NotFound if exc.code == 404 else ManagementError
@@ -338,6 +343,46 @@ class ManagementClient:
 
 def _q(name: str) -> str:
     return quote(name, safe="")
+
+
+class _CrossOriginRedirect(urllib.error.URLError):
+    """A redirect to another scheme, host or port than the request's."""
+
+    def __init__(self, code: int, location: str) -> None:
+        super().__init__(f"redirect to another origin: {mask_uri(location)}")
+        self.code = code
+        self.location = location
+
+
+def _origin(url: str) -> tuple[str, str, int | None] | None:
+    """``(scheme, host, port)`` with the scheme's default port filled in; None if unparsable."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return None
+    scheme = parts.scheme.lower()
+    return scheme, (parts.hostname or "").lower(), port or {"http": 80, "https": 443}.get(scheme)
+
+
+class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
+    """Follows redirects within the request's origin only.
+
+    urllib's own handler resends every header, ``Authorization`` included, to wherever the
+    ``Location`` points (another host, or from https to plain http); the broker's API never
+    needs that, so any other origin is an error naming it.
+    """
+
+    def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str,
+                         headers: Any, newurl: str) -> urllib.request.Request | None:
+        origin = _origin(newurl)
+        if origin is None or origin != _origin(req.full_url):
+            fp.close()
+            raise _CrossOriginRedirect(code, newurl)
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+_OPENER = urllib.request.build_opener(_SameOriginRedirects)
 
 
 def _error_reason(exc: urllib.error.HTTPError) -> str:
