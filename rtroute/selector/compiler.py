@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import builtins
 import math
-import re
 import warnings
 from typing import Any, Callable
 
@@ -282,6 +281,7 @@ class _Codegen:
 
     def _like_condition(self, node: Like, want: bool) -> str:
         how, arg = values.like_plan(node.pattern, node.escape)
+        matcher = self.bind(values.like_matcher(node.pattern, node.escape))
         t = self.temp()
         if how == "equals":
             test = f"{t} == {arg!r}"
@@ -291,14 +291,28 @@ class _Codegen:
             test = f"{t}.endswith({arg!r})"
         elif how == "contains":
             test = f"{arg!r} in {t}"
+        elif how == "literals":
+            test = self._literals_test(t, arg)
         else:
-            fullmatch = self.bind(re.compile(arg, re.DOTALL).fullmatch)
-            test = f"{fullmatch}({t}) is not None"
+            test = f"{matcher}({t})"
         if not want:
             test = f"not ({test})"
-        matcher = self.bind(values.like_matcher(node.pattern, node.escape))
         return (f"({test} if ({t} := {self.value(node.operand)}).__class__ is str else "
                 f"{t} is not None and _like3({t}, {matcher}) is {want})")
+
+    def _literals_test(self, t: str, texts: tuple[str, ...]) -> str:
+        """`values.like_matcher` for a pattern without `_`, inline (as `_literals_matcher`)."""
+        first, *middle, last = texts
+        tests = [f"{t}.startswith({first!r})"] if first else []
+        at = str(len(first))
+        if middle:
+            i = self.temp()
+            for text in middle:
+                tests.append(f"({i} := {t}.find({text!r}, {at})) >= 0")
+                at = f"{i} + {len(text)}"
+        if last or not middle:  # endswith('', at) holds once a find has found a place
+            tests.append(f"{t}.endswith({last!r}, {at})")
+        return "(" + " and ".join(tests) + ")"
 
     def _compare_fast(self, node: Compare, want: bool) -> str | None:
         """Inline code for `expr op literal` (or `literal op expr`) with a string, boolean or

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from datetime import datetime, timezone
 from decimal import Decimal
 from typing import Any, Callable
@@ -93,12 +94,16 @@ def kind(value: Any) -> str:
 # ---------------------------------------------------------------------------------------------
 # Java conversions (convert_string_expressions: and string concatenation)
 
+# The strings come from publishers, so neither regex may backtrack more than a step per
+# character: `\d+(\.\d*)?`, not `\d+\.?\d*` (which splits a run of n digits n ways before
+# failing, quadratic: 64,000 digits took 100 s).
 _JAVA_INT = re.compile(r"[+-]?\d+")
 _JAVA_DOUBLE = re.compile(
-    r"[+-]?(NaN|Infinity|((\d+\.?\d*|\.\d+)([eE][+-]?\d+)?)|"
-    r"(0[xX]([0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)[pP][+-]?\d+))[fFdD]?",
+    r"[+-]?(NaN|Infinity|((\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?)|"
+    r"(0[xX]([0-9a-fA-F]+(\.[0-9a-fA-F]*)?|\.[0-9a-fA-F]+)[pP][+-]?\d+))[fFdD]?",
     re.ASCII,
 )
+_LONG_DIGITS = 19  # digits of 2**63
 _FAILED = object()
 
 
@@ -106,6 +111,17 @@ def java_parse_int(text: str, bits: int) -> Any:
     """Integer.valueOf / Long.valueOf: the value, or _FAILED (NumberFormatException)."""
     if not _JAVA_INT.fullmatch(text):
         return _FAILED
+    if len(text) > _LONG_DIGITS + 1:
+        # int() refuses more than 4,300 digits; Java takes any number of leading zeros (of any
+        # script, as \d here) and fails on more significant digits than a long has
+        sign = text[0] if text[0] in "+-" else ""
+        digits = text[len(sign):].lstrip("0")
+        zeros = 0
+        while zeros < len(digits) and unicodedata.decimal(digits[zeros]) == 0:
+            zeros += 1
+        if len(digits) - zeros > _LONG_DIGITS:
+            return _FAILED
+        text = sign + (digits[zeros:] or "0")
     value = int(text)
     limit = 1 << (bits - 1)
     if not -limit <= value < limit:
@@ -372,7 +388,10 @@ def in3(value: Any, values: frozenset, negated: bool) -> bool | None:
 # LIKE
 
 def like_regex(pattern: str, escape: str | None) -> str:
-    """Translate a LIKE pattern to a Python regex (to be used with fullmatch and DOTALL).
+    """Translate a LIKE pattern to a Python regex (to be used with fullmatch and DOTALL), as
+    Artemis does; for the AST-walking baseline only, never for matching values from
+    publishers: the regex backtracks (`%a%a%b` on a run of `a`s takes time polynomial in its
+    length, the degree growing with each `%`). `like_matcher` does not.
 
     `%` is any run of characters (newlines too), `_` exactly one character; every other
     character stands for itself. The escape character escapes `%`, `_` and itself only:
@@ -397,44 +416,183 @@ def like_regex(pattern: str, escape: str | None) -> str:
     return "".join(parts)
 
 
-def like_plan(pattern: str, escape: str | None) -> tuple[str, str]:
-    """A cheap way to test the pattern: ('equals'|'prefix'|'suffix'|'contains', literal) when
-    the pattern is a literal with `%` only at its ends, else ('regex', regex)."""
-    literal = []
-    wildcards = []  # positions (in the literal) of unescaped %
+def like_segments(pattern: str, escape: str | None) -> list[tuple[str, ...]]:
+    """The pattern split at each unescaped `%`, each segment split at each unescaped `_`.
+
+    A segment is the tuple of its literal runs, consecutive runs being separated by exactly one
+    character: `a_b%c` is `[("a", "b"), ("c",)]`, `_` alone is `("", "")`. The escape
+    character escapes `%`, `_` and itself only, as in `like_regex`.
+    """
+    segments = []
+    runs: list[str] = []
+    run: list[str] = []
     i = 0
     n = len(pattern)
     while i < n:
         c = pattern[i]
         if c == escape and i + 1 < n and pattern[i + 1] in ("%", "_", escape):
-            literal.append(pattern[i + 1])
+            run.append(pattern[i + 1])
             i += 2
             continue
-        if c == "_":
-            return "regex", like_regex(pattern, escape)
         if c == "%":
-            wildcards.append(len(literal))
+            runs.append("".join(run))
+            segments.append(tuple(runs))
+            runs, run = [], []
+        elif c == "_":
+            runs.append("".join(run))
+            run = []
         else:
-            literal.append(c)
+            run.append(c)
         i += 1
-    text = "".join(literal)
-    end = len(text)
-    if not wildcards:
-        return "equals", text
-    inner = [w for w in wildcards if w not in (0, end)]
-    if inner:
-        return "regex", like_regex(pattern, escape)
-    at_start = 0 in wildcards
-    at_end = end in wildcards
-    if at_start and at_end:
-        return "contains", text
-    if at_start:
-        return "suffix", text
-    return "prefix", text
+    runs.append("".join(run))
+    segments.append(tuple(runs))
+    return segments
+
+
+def like_plan(pattern: str, escape: str | None) -> tuple[str, Any]:
+    """A cheap way to test the pattern.
+
+    ('equals'|'prefix'|'suffix'|'contains', literal) when the pattern is a literal with `%`
+    only at its ends; else ('literals', texts) when it has no `_`: the texts between its `%`s
+    (at least two); else ('segments', segments) as from `like_segments`. Empty segments
+    between two `%` are left out (`%%` is `%`).
+    """
+    segments = like_segments(pattern, escape)
+    if len(segments) > 2:
+        segments[1:-1] = [s for s in segments[1:-1] if s != ("",)]
+    if any(len(segment) > 1 for segment in segments):
+        return "segments", tuple(segments)
+    texts = [segment[0] for segment in segments]
+    if len(texts) == 1:
+        return "equals", texts[0]
+    first, last = texts[0], texts[-1]
+    if len(texts) == 2:
+        if not first and not last:
+            return "contains", ""
+        if not first:
+            return "suffix", last
+        if not last:
+            return "prefix", first
+    elif len(texts) == 3 and not first and not last:
+        return "contains", texts[1]
+    return "literals", tuple(texts)
+
+
+class _Segment:
+    """The part of a LIKE pattern between two `%`: literal runs separated by one `_` each,
+    so of a fixed length."""
+
+    __slots__ = ("length", "pieces")
+
+    def __init__(self, runs: tuple[str, ...]) -> None:
+        pieces = []  # (offset in the segment, literal run), empty runs left out
+        offset = 0
+        for run in runs:
+            if run:
+                pieces.append((offset, run))
+            offset += len(run) + 1
+        self.length = offset - 1
+        # longest first: likely the rarest, so the quickest to rule places out
+        self.pieces = tuple(sorted(pieces, key=lambda p: -len(p[1])))
+
+    def at(self, s: str, i: int) -> bool:
+        """Whether the segment matches `s[i:i + length]` (which the caller knows lies in `s`)."""
+        for offset, run in self.pieces:
+            if not s.startswith(run, i + offset):
+                return False
+        return True
+
+
+def _find_segment(s: str, segment: _Segment, start: int, stop: int) -> int:
+    """The least `i >= start` with `i + length <= stop` where the segment matches, or -1 (the
+    arguments of `str.find`, which stands in for this for a segment without `_`).
+
+    Each run in turn is sought from where it would lie if the segment started at `i`: found
+    there, the next run is checked; found further on, `i` moves to the first place that run
+    allows (no match lies before it). So `i` only moves forward, and each run's search only
+    starts further on: O((stop - start) * length) at worst.
+    """
+    last = stop - segment.length
+    i = start
+    while i <= last:
+        for offset, run in segment.pieces:
+            found = s.find(run, i + offset, last + offset + len(run))
+            if found < 0:
+                return -1
+            if found != i + offset:
+                i = found - offset
+                break
+        else:
+            return i
+    return -1
+
+
+def _segments_matcher(segments: tuple[tuple[str, ...], ...]) -> Callable[[str], bool]:
+    """Match without backtracking: the first segment at the start, the last at the end, and
+    each one between at its leftmost place after the one before. Leftmost is never wrong (with
+    `%` the only variable-length wildcard, a match further right only leaves the segments
+    after it less room), so nothing is ever retried: O(len(s) * len(pattern)) at worst, however
+    many `%` there are."""
+    if len(segments) == 1:
+        only = _Segment(segments[0])
+        length = only.length
+        return lambda s: len(s) == length and only.at(s, 0)
+    first, last = _Segment(segments[0]), _Segment(segments[-1])
+    head, tail = first.length, last.length
+    head_runs, tail_runs = first.pieces, last.pieces  # offsets from the start, from `stop`
+    finds = []  # (find, needle, length): find(s, needle, start, stop) as str.find
+    for runs in segments[1:-1]:
+        if len(runs) == 1:
+            finds.append((str.find, runs[0], len(runs[0])))
+        else:
+            segment = _Segment(runs)
+            finds.append((_find_segment, segment, segment.length))
+
+    def matches(s: str) -> bool:
+        stop = len(s) - tail
+        if stop < head:
+            return False
+        for offset, run in head_runs:
+            if not s.startswith(run, offset):
+                return False
+        for offset, run in tail_runs:
+            if not s.startswith(run, stop + offset):
+                return False
+        i = head
+        for find, needle, length in finds:
+            i = find(s, needle, i, stop)
+            if i < 0:
+                return False
+            i += length
+        return True
+
+    return matches
+
+
+def _literals_matcher(texts: tuple[str, ...]) -> Callable[[str], bool]:
+    """`_segments_matcher` for segments without `_` (at least two), str methods only. The
+    middle ones need no bound: if the leftmost place of one runs into the last segment, no
+    place does, and the last `endswith` fails."""
+    first, *middle, last = texts
+    head = len(first)
+
+    def matches(s: str) -> bool:
+        if not s.startswith(first):
+            return False
+        i = head
+        for text in middle:
+            i = s.find(text, i)
+            if i < 0:
+                return False
+            i += len(text)
+        return s.endswith(last, i)
+
+    return matches
 
 
 def like_matcher(pattern: str, escape: str | None) -> Callable[[str], bool]:
-    """A function telling whether a string matches the LIKE pattern."""
+    """A function telling whether a string matches the LIKE pattern, in time linear in the
+    string's length for a given pattern (no regex: the string comes from any publisher)."""
     how, arg = like_plan(pattern, escape)
     if how == "equals":
         return arg.__eq__
@@ -444,8 +602,9 @@ def like_matcher(pattern: str, escape: str | None) -> Callable[[str], bool]:
         return lambda s: s.endswith(arg)
     if how == "contains":
         return lambda s: arg in s
-    fullmatch = re.compile(arg, re.DOTALL).fullmatch
-    return lambda s: fullmatch(s) is not None
+    if how == "literals":
+        return _literals_matcher(arg)
+    return _segments_matcher(arg)
 
 
 def like3(value: Any, matcher: Callable[[str], bool]) -> bool | None:

@@ -1,9 +1,14 @@
 """LIKE: `%`, `_`, ESCAPE, and everything else taken literally (Artemis's translation)."""
 from __future__ import annotations
 
-import pytest
+import re
 
-from rtroute.selector.values import like_plan
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rtroute.selector import compile
+from rtroute.selector.values import like_matcher, like_plan
 
 T, F, U = True, False, None
 
@@ -174,10 +179,102 @@ def test_like_on_non_strings(outcome, text, expected):
     ("abc%", None, ("prefix", "abc")),
     ("%abc", None, ("suffix", "abc")),
     ("%abc%", None, ("contains", "abc")),
+    ("%%abc%%", None, ("contains", "abc")),
     ("%", None, ("contains", "")),
+    ("%%", None, ("contains", "")),
+    ("", None, ("equals", "")),
     ("a!%b%", "!", ("prefix", "a%b")),
-    ("a%b", None, ("regex", "a.*b")),
-    ("a_", None, ("regex", "a.")),
+    ("a%b", None, ("literals", ("a", "b"))),
+    ("a%%b", None, ("literals", ("a", "b"))),
+    ("%a%b", None, ("literals", ("", "a", "b"))),
+    ("a!%b%c%", "!", ("literals", ("a%b", "c", ""))),
+    ("a_", None, ("segments", (("a", ""),))),
+    ("_", None, ("segments", (("", ""),))),
+    ("%a_b%c%", None, ("segments", (("",), ("a", "b"), ("c",), ("",)))),
+    ("a!_b", "!", ("equals", "a_b")),
 ])
-def test_simple_patterns_avoid_regexes(pattern, escape, plan):
+def test_patterns_are_planned_for_string_methods(pattern, escape, plan):
     assert like_plan(pattern, escape) == plan
+
+
+@table([
+    # segments between % are matched leftmost first, without overlapping, within the ends
+    ("'aab' LIKE '%a%a%b'", T),
+    ("'aaa' LIKE '%a%a%b'", F),
+    ("'ab' LIKE '%a%a%b'", F),
+    ("'a' LIKE 'a%a'", F),               # the first and last segments do not overlap
+    ("'aa' LIKE 'a%a'", T),
+    ("'aba' LIKE '%ab%ba%'", F),
+    ("'abba' LIKE '%ab%ba%'", T),
+    ("'abab' LIKE 'ab%ab'", T),
+    ("'aba' LIKE 'ab%ba'", F),
+    ("'a' LIKE '_%_'", F),
+    ("'ab' LIKE '_%_'", T),
+    ("'abxac' LIKE '%a_c%'", F),
+    ("'aabc' LIKE '%a_c%'", T),
+    ("'aaab' LIKE '%a_a%b'", T),
+    ("'aab' LIKE '%a_a%b'", F),
+    ("'xabcxzabc' LIKE '%x_abc%'", T),   # a run found before the segment could start
+    ("'abcx_abc' LIKE '%x_abc'", T),
+    ("'abab' LIKE '%a_b%'", F),
+    ("'abaab' LIKE '%a_b%'", T),          # a run found further on moves the segment on
+    ("'abba' LIKE '%ab_b%'", F),
+    ("'abxbab_b' LIKE '%ab_b%'", T),
+    ("'ab' LIKE '%__%'", T),
+    ("'a' LIKE '%__%'", F),
+    ("'bab' LIKE '%%a%%'", T),
+    ("'ab' LIKE 'a%%b'", T),
+    ("'a%bc' LIKE 'a!%%' ESCAPE '!'", T),
+    ("'abc' LIKE 'a!%%' ESCAPE '!'", F),
+    ("'ab_' LIKE '%!_' ESCAPE '!'", T),
+    ("'abc' LIKE '%!_' ESCAPE '!'", F),
+    ("'a_b_c' LIKE '%!__!_%' ESCAPE '!'", T),
+    ("'x\U0001f600y' LIKE '%_\U0001f600_%'", T),
+    ("'a\n\nb\nc' LIKE 'a%b_c'", T),
+])
+def test_segments_between_percent_signs(outcome, text, expected):
+    assert outcome(text, HEADERS) is expected
+
+
+def artemis_regex(pattern: str, escape: str | None) -> str:
+    """Artemis's translation of a LIKE pattern to a regex (what rtroute matched with before
+    issue 13): the oracle of the property test below."""
+    parts = []
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == escape and i + 1 < len(pattern) and pattern[i + 1] in ("%", "_", escape):
+            parts.append(re.escape(pattern[i + 1]))
+            i += 2
+            continue
+        parts.append(".*" if c == "%" else "." if c == "_" else re.escape(c))
+        i += 1
+    return "".join(parts)
+
+
+@st.composite
+def like_cases(draw):
+    """A pattern over a few characters, an ESCAPE (or none), and a value: random, or the
+    pattern with its wildcards filled in (which often matches)."""
+    pattern = draw(st.text("ab_%\\!", max_size=8))
+    escape = draw(st.sampled_from([None, "\\", "!", "%", "_", "a"]))
+    if draw(st.booleans()):
+        value = draw(st.text("ab_%\\!\n", max_size=10))
+    else:
+        value = "".join(draw(st.text("ab", max_size=3)) if c == "%" else
+                        draw(st.sampled_from("ab_\n")) if c == "_" else c for c in pattern)
+    return pattern, escape, value
+
+
+@settings(max_examples=1500, deadline=None)
+@given(like_cases())
+def test_matcher_agrees_with_the_regex_translation(case):
+    pattern, escape, value = case
+    expected = re.fullmatch(artemis_regex(pattern, escape), value, re.DOTALL) is not None
+    assert like_matcher(pattern, escape)(value) is expected
+    text = f"v LIKE '{pattern}'" + (f" ESCAPE '{escape}'" if escape else "")
+    headers = {"v": value}
+    assert compile(text).matches(headers) is expected
+    assert compile(text).evaluate(headers) is expected
+    assert compile(f"NOT ({text})").matches(headers) is not expected
+    assert compile(text.replace(" LIKE ", " NOT LIKE ")).matches(headers) is not expected
