@@ -27,6 +27,7 @@ __all__ = [
     "ACK_MODES",
     "BASIC_PROPERTIES",
     "DECLARATION_METHODS",
+    "ON_REFUSED",
     "ON_UNROUTABLE",
     "ConfigError",
     "Endpoint",
@@ -40,6 +41,7 @@ __all__ = [
 
 ACK_MODES = ("no_ack", "on_publish", "on_confirm")
 ON_UNROUTABLE = ("nack", "requeue", "drop")
+ON_REFUSED = ("requeue", "dead_letter")
 DELETE_AFTER = ("never", "queue-length")
 FILTER_KINDS = ("topic", "rtopic")
 ON_MISMATCH = ("drop", "leave")
@@ -169,12 +171,20 @@ class ShovelConfig:
         dest_add_timestamp_header: add ``x-shovelled-timestamp``.
         on_unroutable: what to do when the destination returns a message (it is published
             with ``mandatory``): ``nack`` (to the source without requeue, so its dead-letter
-            exchange takes it), ``requeue``, or ``drop`` (ack and count; the plugin's
-            behaviour). Defaults to ``nack`` with ``on_confirm`` and ``drop`` otherwise.
+            exchange takes it; requeued instead when the source queue has none), ``requeue``,
+            or ``drop`` (ack and count; the plugin's behaviour). Defaults to ``nack`` with
+            ``on_confirm`` and ``drop`` otherwise.
         nack_retries: how often a message nacked by the destination is republished (with
-            back-off) before it is nacked to the source without requeue.
+            back-off) before it counts as refused (see ``on_refused``).
         nack_retry_delay: seconds before the first republish; each further one waits twice as
             long (at most 30 s).
+        on_refused: what happens to a refused message (``on_confirm`` only): ``requeue``
+            (back to the source queue, held longer each round while the destination keeps
+            refusing) or ``dead_letter`` (nacked to the source without requeue, but only when
+            the source queue has a dead-letter exchange; otherwise requeued). Never dropped.
+        src_management_uri: the source broker's management API, asked whether the source
+            queue has a dead-letter exchange (default: derived from the source URI, port
+            15672/15671, and used only if it answers for the same broker).
         filter: optional :class:`ShovelFilter`.
         vhost: the virtual host a dynamic shovel was defined in (imports only), else ``None``.
     """
@@ -200,6 +210,8 @@ class ShovelConfig:
     on_unroutable: str = "nack"
     nack_retries: int = DEFAULT_NACK_RETRIES
     nack_retry_delay: float = DEFAULT_NACK_RETRY_DELAY
+    on_refused: str = "requeue"
+    src_management_uri: str | None = None
     filter: ShovelFilter | None = None
     vhost: str | None = None
 
@@ -588,6 +600,11 @@ def parse_shovel(
     nack_retries = reader.integer("nack_retries", default=DEFAULT_NACK_RETRIES, minimum=0)
     nack_retry_delay = reader.number("nack_retry_delay", default=DEFAULT_NACK_RETRY_DELAY,
                                      minimum=0)
+    refused_raw = _raw(reader, "on_refused")
+    on_refused = reader.choice("on_refused", ON_REFUSED, default="requeue",
+                               normalize=_normalize_key)
+    management_raw = _raw(reader, "src_management_uri")
+    src_management_uri = _optional_string(reader, "src_management_uri")
     shovel_filter = _parse_filter(reader)
     reader.finish()
 
@@ -635,6 +652,19 @@ def parse_shovel(
             f"is already acknowledged with {ack_mode})",
         )
 
+    if on_refused != "requeue" and ack_mode != "on_confirm":
+        raise reader.error_at(
+            (refused_raw,) if refused_raw else (),
+            f"on_refused {on_refused!r} needs ack_mode on_confirm (without confirms the "
+            "destination refuses nothing the shovel could see)",
+        )
+    if src_management_uri is not None:
+        problem = _management_uri_problem(src_management_uri)
+        if problem:
+            raise reader.error_at((management_raw,) if management_raw else (),
+                                  f"{reader.label(management_raw or 'src_management_uri')} "
+                                  f"{problem}")
+
     return ShovelConfig(
         name=name,
         sources=sources,
@@ -657,9 +687,25 @@ def parse_shovel(
         on_unroutable=on_unroutable,
         nack_retries=nack_retries,
         nack_retry_delay=nack_retry_delay,
+        on_refused=on_refused,
+        src_management_uri=src_management_uri,
         filter=shovel_filter,
         vhost=vhost,
     )
+
+
+def _management_uri_problem(uri: str) -> str | None:
+    """Why ``uri`` is not an ``http(s)://host[:port]/`` management URL, or ``None``."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(uri)
+        port = parts.port
+    except ValueError:  # its text may quote the password
+        return "is not a valid URL (its host or port cannot be read)"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "must be http(s)://host[:port]/"
+    return "has port 0" if port == 0 else None
 
 
 def _parse_delete_after(reader: TableReader) -> str | int:

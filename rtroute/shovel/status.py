@@ -43,10 +43,12 @@ COUNTERS: dict[str, str] = {
     "nacked": "Publishes the destination nacked (each nack counts, retries included).",
     "returned": "Publishes the destination returned as unroutable (mandatory).",
     "retried": "Republishes after a destination nack.",
-    "dead_lettered": "Source messages nacked without requeue (to the source's dead-letter "
-                     "exchange): unroutable, or nacked more than nack_retries times.",
+    "refused": "Source messages the destination nacked more than nack_retries times (once "
+               "per round; each is then requeued or dead-lettered, see on_refused).",
+    "dead_lettered": "Source messages nacked without requeue to the source queue's "
+                     "dead-letter exchange (unroutable or refused; only when it has one).",
     "requeued": "Source messages given back to the source queue (filter leave, "
-                "on_unroutable requeue).",
+                "on_unroutable requeue, refused, or no dead-letter exchange to take them).",
     "filtered": "Source messages the filter did not match.",
     "reconnects": "Times the shovel connected both ends again after losing them.",
 }

@@ -6,6 +6,15 @@ source's socket to the destination's without crossing threads. Each connect atte
 :class:`_Session`; when anything fails (a connection or channel closes, a declaration is
 refused, the consumer is cancelled) the session drops both ends, the broker requeues whatever
 the source had not acknowledged, and after ``reconnect_delay`` seconds a new session starts.
+A failure is logged once, as one line (the reason, and when the next attempt comes).
+
+A start that fails half way (a refused declaration, the other side unreachable) stops where it
+is: no further declaration is sent on a closing channel. What it declared stays, except the
+server-named queues (``queue.declare`` with an empty name, not exclusive): a new start
+declares new ones, so each would be left behind for good. They are unbound and deleted if
+empty, on the connection still open, else at the next start; one that holds messages is
+kept and named in the log. Named queues and exchanges are never deleted: they may be a
+user's, and the next start declares them again anyway.
 
 States (see :class:`~rtroute.shovel.status.ShovelState`): ``starting`` while a session connects
 and declares, ``running`` while it moves messages, ``blocked`` while the destination has sent
@@ -27,8 +36,12 @@ Where the plugin loses or loops messages, this worker does not:
 
 - every publish is ``mandatory``; a returned (unroutable) message is nacked to the source
   without requeue (its dead-letter exchange takes it) by default, see ``on_unroutable``;
-- a destination nack is retried with exponential back-off ``nack_retries`` times, then the
-  message is nacked to the source without requeue instead of requeued forever;
+- a destination nack is retried with exponential back-off ``nack_retries`` times; then the
+  message is *refused*: requeued at the source, held longer each round while the destination
+  keeps refusing (``on_refused = "requeue"``), or dead-lettered there (``"dead_letter"``);
+- the shovel never drops a message by itself: it nacks without requeue only when the source
+  queue has a dead-letter exchange (asked of the source's management API, see
+  :meth:`_Session._source_has_dlx`), and requeues otherwise;
 - ``durable_queue`` consumes ``src-exchange`` through a durable named queue that keeps what
   arrives while the shovel is away;
 - a fractional ``reconnect_delay`` is honoured; passwords never reach logs, status or headers.
@@ -55,7 +68,8 @@ import pika
 import pika.exceptions
 from pika.adapters.select_connection import IOLoop
 
-from rtroute.amqp import declare_async, frames, parse_uri
+from rtroute.amqp import ManagementClient, ManagementError, declare_async, frames, parse_uri
+from rtroute.amqp.broker_identity import identity_from_server_properties
 from rtroute.amqp.uri import AmqpUri
 from rtroute.shovel.config import ShovelConfig
 from rtroute.shovel.status import ShovelState, ShovelStatus, scrub
@@ -69,8 +83,13 @@ PENDING_LIMIT = 2000
 #: Seconds a message the shovel gives back (filter ``leave``, ``on_unroutable = "requeue"``)
 #: is held before it is requeued, so that a lone consumer does not spin on it.
 HOLD_DELAY = 1.0
-#: Longest wait between two republishes of a nacked message.
+#: Longest wait between two republishes of a nacked message, and longest hold of a refused
+#: message before it is requeued.
 RETRY_DELAY_MAX = 30.0
+#: Seconds an answer of the source's management API (dead-letter exchange or not) is trusted.
+DLX_CHECK_TTL = 60.0
+#: Seconds between two warnings about refused messages (the counters keep the full count).
+REFUSED_LOG_INTERVAL = 60.0
 #: Confirm window when ``prefetch_count`` is 0 (unlimited).
 UNLIMITED_WINDOW = 5000
 #: Destination socket buffer (bytes) above which publishing without confirms pauses.
@@ -239,6 +258,11 @@ class ShovelWorker:
         delete_after = config.src_delete_after
         self.remaining: int | None = delete_after if isinstance(delete_after, int) else None
         self.measure_queue = delete_after == "queue-length"
+        # role -> server-named queues declared by failed starts and not removed yet -> the
+        # bindings those starts gave them (exchange, routing key, arguments)
+        self.leftover_queues: dict[str, dict[str, list[tuple[str, str, Any]]]] = {
+            "source": {}, "destination": {}}
+        self.refused_logged_at = -REFUSED_LOG_INTERVAL
 
     def uri_text(self, uri: AmqpUri) -> str:
         """The configured text of a parsed broker URI (with its credentials: never log it)."""
@@ -296,6 +320,13 @@ class ShovelWorker:
         """True once the worker's loop has ended."""
         return self._done.is_set()
 
+    def call_in_loop(self, callback: Callable[[], Any]) -> None:
+        """Run ``callback`` in the worker's ioloop thread (from any thread); dropped once the
+        loop has ended."""
+        with self._lock:
+            if not self._finished:
+                self.ioloop.add_callback_threadsafe(callback)
+
     # -- lifecycle (ioloop thread) -------------------------------------------------------------
 
     def _begin_session(self) -> None:
@@ -310,13 +341,17 @@ class ShovelWorker:
         self._session = _Session(self, self._sessions)
         self._session.start()
 
-    def session_ended(self, session: _Session, reason: str, *, fatal: bool = False) -> None:
-        """A session failed (or was stopped); decide whether and when to reconnect."""
+    def session_ended(self, session: _Session, reason: str, *, fatal: bool = False,
+                      failed: bool = False) -> None:
+        """A session failed (or was stopped); decide whether and when to reconnect, and log
+        a failure once."""
         if session is not self._session:
             return
         self.status.current_source = None
         self.status.current_destination = None
         if self._stopping:
+            if failed:
+                LOGGER.warning("shovel %r: %s (while stopping)", self.config.name, reason)
             self.status.set_state(ShovelState.TERMINATED, reason)
             self._finish_when_closed(session)
             return
@@ -409,7 +444,23 @@ class _Session:
         self.flush_scheduled = False
         self.held: list[_Entry] = []
         self.hold_timer: Any = None
+        # refused messages (and ones to dead-letter without a dead-letter exchange) wait here
+        # before they are requeued; the wait doubles each round the destination accepts nothing
+        self.backoff_held: list[_Entry] = []
+        self.backoff_timer: Any = None
+        self.backoff_delay = HOLD_DELAY
+        # does the source queue have a dead-letter exchange: (answer, monotonic time) or None;
+        # messages to dead-letter wait in dlx_waiting while the management API is asked
+        self.dlx_answer: tuple[bool, float] | None = None
+        self.dlx_asking = False
+        self.dlx_waiting: list[_Entry] = []
         self.buffer_timer: Any = None
+        # per role: server-named queues this start declared -> the bindings it gave them, and
+        # the declaration being run (named when the channel closes under it)
+        self.created: dict[str, dict[str, list[tuple[str, str, Any]]]] = {
+            "source": {}, "destination": {}}
+        self.declaring: dict[str, str] = {}
+        self.naming: set[str] = set()   # roles awaiting the name of a server-named queue
         self.timers: dict[int, Any] = {}
         # publisher confirms (on_confirm): sequence number -> entry
         self.unconfirmed: dict[int, _Entry] = {}
@@ -452,6 +503,20 @@ class _Session:
     def start(self) -> None:
         self._open("source", self.w.source_uris, self._source_open)
         self._open("destination", self.w.dest_uris, self._dest_open)
+
+    def _alive(self, callback: Callable[..., Any]) -> Callable[..., None]:
+        """``callback`` as a pika callback of the start: a no-op once the session has ended, and
+        a call that pika refuses (a channel closing under it) ends the session in one log line
+        instead of a traceback."""
+        def run(*args: Any) -> None:
+            if not self.alive:
+                return
+            try:
+                callback(*args)
+            except pika.exceptions.AMQPError as exc:
+                self.fail(f"start failed: {_reason(exc)}")
+
+        return run
 
     def _open(self, role: str, uris: list[AmqpUri], on_channel: Callable[[Any, Any], Any]
               ) -> None:
@@ -503,22 +568,36 @@ class _Session:
                 connection.add_on_connection_blocked_callback(self._on_blocked)
                 connection.add_on_connection_unblocked_callback(self._on_unblocked)
             LOGGER.info("shovel %r: %s connected to %s", self.cfg.name, role, uri.masked())
-            connection.channel(on_open_callback=lambda ch: channel_open(connection, ch))
+            # the shovel's channel first, so that both ends get the same channel number
+            connection.channel(on_open_callback=self._alive(
+                lambda ch: channel_open(connection, ch)))
+            leftovers = self.w.leftover_queues[role]
+            if leftovers:
+                self._remove_queues(role, connection, leftovers)
 
         def channel_open(connection: Any, channel: Any) -> None:
-            if not self.alive:
-                return
             channel.add_on_close_callback(
-                lambda _ch, reason: self.fail(f"{role} channel closed: {_reason(reason)}"))
+                lambda _ch, reason: channel_closed(connection, reason))
             on_channel(connection, channel)
+
+        def channel_closed(connection: Any, reason: Any) -> None:
+            if role in self.naming:
+                self.naming.discard(role)   # no answer comes on a closed channel
+                if not self.alive:   # _shutdown kept the connection open for that answer
+                    self._clean_up_and_close(role, connection)
+                    return
+            step = self.declaring.get(role)
+            during = f" during {step}" if step else ""
+            self.fail(f"{role} channel closed{during}: {_reason(reason)}")
 
         def open_failed(uri: AmqpUri, error: Any) -> None:
             self._connection_gone(role)
             if not self.alive:
                 return
             errors.append(f"{uri.masked()}: {_reason(error)}")
-            LOGGER.warning("shovel %r: %s %s failed: %s", self.cfg.name, role, uri.masked(),
-                           _reason(error))
+            if order:  # the last failure is in the session's failure line
+                LOGGER.info("shovel %r: %s %s failed: %s; trying the next broker",
+                            self.cfg.name, role, uri.masked(), _reason(error))
             attempt()
 
         def closed(reason: Any) -> None:
@@ -542,7 +621,8 @@ class _Session:
             if isinstance(name, bytes):
                 name = name.decode("utf-8", "replace")
             self.w.shovelled_by = name or f"rtroute@{socket.gethostname()}"
-        self._declare(connection, channel, self.cfg.sources.declarations, self._source_declared)
+        self._declare("source", connection, channel, self.cfg.sources.declarations,
+                      self._source_declared)
 
     def _source_declared(self, last_queue: str | None) -> None:
         cfg, channel = self.cfg, self.src_ch
@@ -550,12 +630,12 @@ class _Session:
             def bind(frame: Any) -> None:
                 queue = frame.method.queue
                 channel.queue_bind(queue, cfg.src_exchange, routing_key=cfg.src_exchange_key,
-                                   callback=lambda _f: self._source_queue(queue))
+                                   callback=self._alive(lambda _f: self._source_queue(queue)))
 
             if cfg.durable_queue is not None:
-                channel.queue_declare(cfg.durable_queue, durable=True, callback=bind)
+                channel.queue_declare(cfg.durable_queue, durable=True, callback=self._alive(bind))
             else:
-                channel.queue_declare("", exclusive=True, callback=bind)
+                channel.queue_declare("", exclusive=True, callback=self._alive(bind))
         elif cfg.queue == "":
             if last_queue is None:
                 self.fail('queue is "" (the most recently declared queue) but the source '
@@ -571,7 +651,7 @@ class _Session:
             self._source_qos_done()
         else:
             self.src_ch.basic_qos(prefetch_count=self.cfg.prefetch_count,
-                                  callback=lambda _f: self._source_qos_done())
+                                  callback=self._alive(lambda _f: self._source_qos_done()))
 
     def _source_qos_done(self) -> None:
         if self.w.measure_queue and self.w.remaining is None:
@@ -580,7 +660,7 @@ class _Session:
                 self.w.measure_queue = False
                 self._source_ready()
 
-            self.src_ch.queue_declare(self.queue, passive=True, callback=measured)
+            self.src_ch.queue_declare(self.queue, passive=True, callback=self._alive(measured))
         else:
             self._source_ready()
 
@@ -591,7 +671,7 @@ class _Session:
 
     def _dest_open(self, connection: Any, channel: Any) -> None:
         self.dst_ch = channel
-        self._declare(connection, channel, self.cfg.destinations.declarations,
+        self._declare("destination", connection, channel, self.cfg.destinations.declarations,
                       self._dest_declared)
 
     def _dest_declared(self, _last_queue: str | None) -> None:
@@ -603,7 +683,8 @@ class _Session:
                 self._dest_ready()
 
             # pika's own confirm callback never runs: the frame reader takes acks and nacks
-            self.dst_ch.confirm_delivery(self._on_unexpected_confirm, callback=confirming)
+            self.dst_ch.confirm_delivery(self._on_unexpected_confirm,
+                                         callback=self._alive(confirming))
         else:
             self._dest_ready()
 
@@ -611,38 +692,48 @@ class _Session:
         self.dst_ready = True
         self._maybe_run()
 
-    def _declare(self, connection: Any, channel: Any, declarations: list[dict[str, Any]],
-                 on_done: Callable[[str | None], Any]) -> None:
-        """Run declarations in order; ``queue.declare`` with ``if_missing`` declares only when
-        a passive declare (on a channel of its own, since a 404 closes it) finds nothing."""
+    def _declare(self, role: str, connection: Any, channel: Any,
+                 declarations: list[dict[str, Any]], on_done: Callable[[str | None], Any]
+                 ) -> None:
+        """Run declarations one at a time, none once the session has ended; ``queue.declare``
+        with ``if_missing`` declares only when a passive declare (on a channel of its own,
+        since a 404 closes it) finds nothing. Server-named queues go to ``self.created``."""
         steps = list(declarations)
+        created = self.created[role]
 
         def on_error(exc: Any) -> None:
-            self.fail(f"declarations failed: {_reason(exc)}")
+            self.fail(f"{role} declaration {self.declaring.get(role, '')} failed: "
+                      f"{_reason(exc)}")
 
-        def run_from(index: int, last_queue: str | None) -> None:
-            if not self.alive:
+        def run(index: int, last_queue: str | None) -> None:
+            if index == len(steps):
+                self.declaring.pop(role, None)
+                on_done(last_queue)
                 return
-            end = index
-            while end < len(steps) and not steps[end].get("if_missing"):
-                end += 1
-            batch = [{k: v for k, v in d.items() if k != "if_missing"} for d in steps[index:end]]
+            step = steps[index]
+            self.declaring[role] = _describe(step)
 
-            def after_batch(queue: str | None) -> None:
-                if not self.alive:
-                    return
-                if end == len(steps):
-                    on_done(queue)
-                else:
-                    self._ensure_queue(connection, steps[end],
-                                       lambda name: run_from(end + 1, name), on_error)
+            def done(queue: str | None) -> None:
+                if self.alive:
+                    self.naming.discard(role)
+                    _note_declared(created, step, queue, last_queue)
+                    self._alive(run)(index + 1, queue)
+                elif role in self.naming:
+                    # answered after the start failed (see _shutdown): the queue exists
+                    self.naming.discard(role)
+                    _note_declared(self.w.leftover_queues[role], step, queue, last_queue)
+                    self._clean_up_and_close(role, connection)
 
-            if batch:
-                declare_async(channel, batch, after_batch, on_error, last_queue=last_queue)
+            if _names_a_queue(step):
+                self.naming.add(role)
+
+            if step.get("if_missing"):
+                self._ensure_queue(connection, step, self._alive(done), on_error)
             else:
-                after_batch(last_queue)
+                declaration = {k: v for k, v in step.items() if k != "if_missing"}
+                declare_async(channel, [declaration], done, on_error, last_queue=last_queue)
 
-        run_from(0, None)
+        self._alive(run)(0, None)
 
     def _ensure_queue(self, connection: Any, step: dict[str, Any],
                       on_ok: Callable[[str], Any], on_error: Callable[[Any], Any]) -> None:
@@ -655,7 +746,7 @@ class _Session:
                 if answered or not self.alive:
                     return
                 if getattr(reason, "reply_code", None) == 404:
-                    connection.channel(on_open_callback=create)
+                    connection.channel(on_open_callback=self._alive(create))
                 else:
                     on_error(reason)
 
@@ -664,14 +755,14 @@ class _Session:
                 channel.close()
                 on_ok(frame.method.queue)
 
-            channel.add_on_close_callback(on_close)
-            channel.queue_declare(name, passive=True, callback=ok)
+            channel.add_on_close_callback(self._alive(on_close))
+            channel.queue_declare(name, passive=True, callback=self._alive(ok))
 
         def create(channel: Any) -> None:
             answered = []
 
             def on_close(_ch: Any, reason: Any) -> None:
-                if not answered and self.alive:
+                if not answered:
                     on_error(reason)
 
             def ok(frame: Any) -> None:
@@ -679,13 +770,93 @@ class _Session:
                 channel.close()
                 on_ok(frame.method.queue)
 
-            channel.add_on_close_callback(on_close)
+            channel.add_on_close_callback(self._alive(on_close))
             channel.queue_declare(name, durable=step.get("durable", True),
                                   exclusive=step.get("exclusive", False),
                                   auto_delete=step.get("auto_delete", False),
-                                  arguments=step.get("arguments") or None, callback=ok)
+                                  arguments=step.get("arguments") or None,
+                                  callback=self._alive(ok))
 
-        connection.channel(on_open_callback=passive)
+        connection.channel(on_open_callback=self._alive(passive))
+
+    def _remove_queues(self, role: str, connection: Any,
+                       queues: dict[str, list[tuple[str, str, Any]]],
+                       then: Callable[[], Any] | None = None) -> None:
+        """Unbind and delete (only if empty) server-named queues that failed starts left on
+        ``connection``'s broker, one channel each, whether or not the session is alive; then
+        call ``then``. A queue is forgotten once deleted, found gone or kept (it holds
+        messages: it is named in the log); on a connection that closes meanwhile the rest
+        wait for the next start."""
+        tried: set[str] = set()
+        name_of = self.cfg.name
+
+        def next_queue() -> None:
+            # the dict may grow meanwhile (a declare-ok that came after the failure)
+            name = next((n for n in queues if n not in tried), None)
+            if name is None:
+                if then is not None:
+                    then()
+                return
+            tried.add(name)
+            bindings = queues[name]
+            on_channel(lambda ch: remove(ch, name, bindings))
+
+        def on_channel(callback: Callable[[Any], Any]) -> None:
+            try:
+                connection.channel(on_open_callback=callback)
+            except pika.exceptions.AMQPError:   # the connection is going
+                if then is not None:
+                    then()
+
+        def remove(channel: Any, name: str, bindings: list[tuple[str, str, Any]]) -> None:
+            finished: list[bool] = []
+            unbinding: list[int] = []   # the index of the binding being removed, if any
+
+            def on_close(_ch: Any, reason: Any) -> None:
+                if finished:
+                    return
+                finished.append(True)
+                code = getattr(reason, "reply_code", None)
+                if code == 404 and unbinding:
+                    # no such exchange (its bindings went with it) or no such queue: go on
+                    rest = bindings[unbinding[-1] + 1:]
+                    on_channel(lambda ch: remove(ch, name, rest))
+                    return
+                if code == 406:
+                    queues.pop(name, None)
+                    LOGGER.warning("shovel %r: kept %s queue %r that a failed start declared: "
+                                   "it holds messages (unbound; delete it once drained)",
+                                   name_of, role, name)
+                next_queue()
+
+            def step(index: int, _frame: Any = None) -> None:
+                if finished or not channel.is_open:
+                    return
+                try:
+                    if index < len(bindings):
+                        unbinding.append(index)
+                        exchange, key, arguments = bindings[index]
+                        channel.queue_unbind(name, exchange, key, arguments,
+                                             callback=lambda f: step(index + 1, f))
+                    else:
+                        unbinding.clear()
+                        channel.queue_delete(name, if_empty=True, callback=deleted)
+                except pika.exceptions.AMQPError:
+                    finished.append(True)   # the connection is going: left for the next start
+
+            def deleted(_frame: Any) -> None:
+                finished.append(True)
+                if queues.pop(name, None) is not None:
+                    LOGGER.info("shovel %r: deleted %s queue %r that a failed start declared",
+                                name_of, role, name)
+                if channel.is_open:
+                    channel.close()
+                next_queue()
+
+            channel.add_on_close_callback(on_close)
+            step(0)
+
+        next_queue()
 
     def _maybe_run(self) -> None:
         if not (self.alive and self.src_ready and self.dst_ready):
@@ -852,6 +1023,7 @@ class _Session:
     def _settled(self, entry: _Entry, acked: bool) -> None:
         if acked and entry.returned is None:
             self.counters["moved"] += 1
+            self.backoff_delay = HOLD_DELAY
             self._complete(entry)
         elif acked:
             code, text = entry.returned
@@ -869,10 +1041,7 @@ class _Session:
         else:
             self.counters["nacked"] += 1
             if entry.attempts >= self.cfg.nack_retries:
-                LOGGER.warning("shovel %r: the destination nacked a message %d times; "
-                               "dead-lettering it at the source", self.cfg.name,
-                               entry.attempts + 1)
-                self._dead_letter(entry)
+                self._refused(entry)
                 return
             delay = min(RETRY_DELAY_MAX, self.cfg.nack_retry_delay * 2 ** entry.attempts)
             entry.attempts += 1
@@ -1001,8 +1170,103 @@ class _Session:
             self.counters["dead_lettered"] += 1
         self._schedule_flush()
 
+    def _refused(self, entry: _Entry) -> None:
+        """The destination nacked every attempt: requeue or dead-letter (``on_refused``)."""
+        self.counters["refused"] += 1
+        dead_letter = self.cfg.on_refused == "dead_letter"
+        now = time.monotonic()
+        if now - self.w.refused_logged_at >= REFUSED_LOG_INTERVAL:
+            self.w.refused_logged_at = now
+            LOGGER.warning("shovel %r: the destination refused a message %d times; %s at the "
+                           "source (%d refused so far; warned once a minute)", self.cfg.name,
+                           entry.attempts + 1,
+                           "dead-lettering it" if dead_letter else "requeueing it",
+                           self.counters["refused"])
+        if dead_letter:
+            self._dead_letter(entry)
+        else:
+            self._requeue_later(entry)
+
     def _dead_letter(self, entry: _Entry) -> None:
-        self._settle_now(entry, requeue=False)
+        """Nack without requeue when the source queue has a dead-letter exchange; without one
+        that would drop the message, so it is requeued (after a wait) instead."""
+        has_dlx = self._source_has_dlx()
+        if has_dlx is None:
+            entry.stuck = True
+            self.dlx_waiting.append(entry)
+            self._schedule_flush()
+        elif has_dlx:
+            self._settle_now(entry, requeue=False)
+        else:
+            self._requeue_later(entry)
+
+    def _source_has_dlx(self) -> bool | None:
+        """Whether the source queue has a dead-letter exchange (an argument or a policy naming
+        an exchange that exists), as its broker's management API says; None while asking.
+        When the API cannot be asked (unreachable, refused, another broker's): False."""
+        answer = self.dlx_answer
+        if answer is not None and time.monotonic() - answer[1] < DLX_CHECK_TTL:
+            return answer[0]
+        if self.dlx_asking:
+            return None
+        self.dlx_asking = True
+        assert self.src_uri is not None and self.queue is not None
+        uri, queue, vhost = self.w.uri_text(self.src_uri), self.queue, self.src_uri.vhost
+        where = self.src_uri.masked()
+        identity = identity_from_server_properties(
+            getattr(self.connections["source"], "server_properties", None))
+        management_uri = self.cfg.src_management_uri
+
+        def ask() -> None:
+            problem = None
+            try:
+                client = ManagementClient.from_amqp_uri(uri, management_uri, timeout=5)
+                client.expect_broker(identity, where, "src_management_uri")
+                has_dlx = _has_dead_letter_exchange(client, queue, vhost)
+            except (ManagementError, ValueError) as exc:
+                has_dlx, problem = False, scrub(str(exc))
+            self.w.call_in_loop(lambda: self._dlx_answered(has_dlx, problem))
+
+        threading.Thread(target=ask, name=f"shovel-{self.cfg.name}-dlx", daemon=True).start()
+        return None
+
+    def _dlx_answered(self, has_dlx: bool, problem: str | None) -> None:
+        self.dlx_asking = False
+        if not self.alive:
+            return
+        if problem is not None:
+            LOGGER.warning("shovel %r: cannot tell whether source queue %r has a dead-letter "
+                           "exchange (%s); requeueing instead of dead-lettering",
+                           self.cfg.name, self.queue, problem)
+        elif not has_dlx and (self.dlx_answer is None or self.dlx_answer[0]):
+            LOGGER.warning("shovel %r: source queue %r has no dead-letter exchange; "
+                           "requeueing instead of dead-lettering", self.cfg.name, self.queue)
+        self.dlx_answer = (has_dlx, time.monotonic())
+        waiting, self.dlx_waiting = self.dlx_waiting, []
+        for entry in waiting:
+            if not self.alive or self.draining:
+                return  # still stuck: the source requeues them when its channel closes
+            self._dead_letter(entry)
+
+    def _requeue_later(self, entry: _Entry) -> None:
+        """Give the message back to the source queue after ``backoff_delay``, which doubles
+        (up to :data:`RETRY_DELAY_MAX`) each round until the destination accepts one."""
+        entry.stuck = True
+        self.backoff_held.append(entry)
+        self._schedule_flush()
+        if self.backoff_timer is None:
+            self.backoff_timer = self._later(self.backoff_delay, self._release_backoff)
+
+    def _release_backoff(self) -> None:
+        self.backoff_timer = None
+        if not self.alive:
+            return
+        self.backoff_delay = min(RETRY_DELAY_MAX, self.backoff_delay * 2)
+        held, self.backoff_held = self.backoff_held, []
+        for entry in held:
+            self._settle_now(entry, requeue=True)
+            if not self.alive:
+                return
 
     def _hold(self, entry: _Entry) -> None:
         """Give the message back to the source queue after :data:`HOLD_DELAY`."""
@@ -1137,6 +1401,7 @@ class _Session:
             self.ioloop.remove_timeout(timer)
         self.timers.clear()
         self.hold_timer = None
+        self.backoff_timer = None
         self.buffer_timer = None
         self._later(timeout, lambda: self._close(reason))
         self._schedule_flush()
@@ -1151,13 +1416,13 @@ class _Session:
         self.w.session_ended(self, reason)
 
     def fail(self, reason: str, fatal: bool = False) -> None:
-        """Drop both ends (the source requeues what it has not been acked) and end the session."""
+        """Drop both ends (the source requeues what it has not been acked) and end the session
+        (the worker logs the reason)."""
         if not self.alive:
             return
         self.alive = False
-        LOGGER.warning("shovel %r: %s", self.cfg.name, reason)
         self._shutdown()
-        self.w.session_ended(self, reason, fatal=fatal)
+        self.w.session_ended(self, reason, fatal=fatal, failed=True)
 
     def _shutdown(self) -> None:
         for timer in list(self.timers.values()):
@@ -1165,16 +1430,41 @@ class _Session:
         self.timers.clear()
         self.pending.clear()
         for role, connection in list(self.connections.items()):
+            leftovers = self.w.leftover_queues[role]
+            if not self.running:
+                # a start that did not get to run: its server-named queues are of no use
+                leftovers.update(self.created[role])
             if connection.is_closed:
                 self.open_connections.discard(role)
+            elif connection.is_open and not self.running and role in self.naming:
+                # a server-named queue.declare is under way: its answer names the queue to
+                # remove, and then the connection closes (see _declare)
+                self.ioloop.call_later(STOP_TIMEOUT, lambda r=role, c=connection:
+                                       self._close_connection(r, c))
+            elif connection.is_open and not self.running and leftovers:
+                self._clean_up_and_close(role, connection)
             elif connection.is_open:
-                try:
-                    connection.close()
-                except pika.exceptions.AMQPError:
-                    self.open_connections.discard(role)
+                self._close_connection(role, connection)
             # closing: its close callback follows; opening: closed in opened() or fails
         if not self.open_connections and not self.closed:
             self.closed = True
+
+    def _clean_up_and_close(self, role: str, connection: Any) -> None:
+        """Remove the leftover server-named queues of ``role``, then close its connection
+        (after :data:`STOP_TIMEOUT` at the latest)."""
+        def close() -> None:
+            self._close_connection(role, connection)
+
+        self._remove_queues(role, connection, self.w.leftover_queues[role], then=close)
+        self.ioloop.call_later(STOP_TIMEOUT, close)
+
+    def _close_connection(self, role: str, connection: Any) -> None:
+        if not connection.is_open:
+            return
+        try:
+            connection.close()
+        except pika.exceptions.AMQPError:
+            self._connection_gone(role)
 
 
 def _write_buffer_size(connection: Any) -> int:
@@ -1187,9 +1477,65 @@ def _write_buffer_size(connection: Any) -> int:
         return 0
 
 
+def _describe(step: dict[str, Any]) -> str:
+    """A declaration as logs name it: ``queue.bind(queue='q', exchange='x', routing_key='')``."""
+    shown = ", ".join(f"{k}={v!r}" for k, v in step.items()
+                      if k != "method" and isinstance(v, str))
+    return f"{step['method']}({shown})"
+
+
+def _names_a_queue(step: dict[str, Any]) -> bool:
+    """A declaration that creates a server-named queue which outlives its connection."""
+    return step["method"] == "queue.declare" and not step.get("queue") \
+        and not step.get("exclusive") and not step.get("passive")
+
+
+def _note_declared(created: dict[str, list[tuple[str, str, Any]]], step: dict[str, Any],
+                   queue: str | None, last_queue: str | None) -> None:
+    """Keep track of the server-named, non-exclusive queues a start declares and of the
+    bindings it gives them (an exclusive queue goes with its connection)."""
+    method = step["method"]
+    if method == "queue.declare":
+        if queue and _names_a_queue(step):
+            created[queue] = []
+        return
+    if method not in ("queue.bind", "queue.unbind", "queue.delete"):
+        return
+    target = step.get("queue") or last_queue
+    bindings = created.get(target or "")
+    if bindings is None:
+        return
+    if method == "queue.delete":
+        del created[target or ""]
+        return
+    binding = (step["exchange"], step["routing_key"], step.get("arguments") or None)
+    if method == "queue.bind":
+        bindings.append(binding)
+    elif binding in bindings:
+        bindings.remove(binding)
+
+
+def _has_dead_letter_exchange(client: ManagementClient, queue: str, vhost: str) -> bool:
+    """Whether ``queue`` dead-letters to an existing exchange (``x-dead-letter-exchange`` or a
+    policy's ``dead-letter-exchange``; the default exchange ``""`` always exists).
+
+    Raises:
+        ManagementError: the API could not answer (NotFound: no such queue).
+    """
+    info = client.queue(queue, vhost)
+    arguments = info.get("arguments")
+    policy = info.get("effective_policy_definition")
+    exchange = arguments.get("x-dead-letter-exchange") if isinstance(arguments, dict) else None
+    if exchange is None and isinstance(policy, dict):
+        exchange = policy.get("dead-letter-exchange")
+    if not isinstance(exchange, str):
+        return False
+    return exchange == "" or client.exchange_exists(exchange, vhost)
+
+
 def _reason(error: Any) -> str:
     """A short, password-free text for an exception or close reason."""
-    for _ in range(5):  # pika wraps the cause of a failed connect in workflow exceptions
+    for _ in range(8):  # pika wraps the cause of a failed connect in workflow exceptions
         inner = getattr(error, "exceptions", None)
         if inner:
             error = inner[-1]
@@ -1197,6 +1543,10 @@ def _reason(error: Any) -> str:
         inner = getattr(error, "exception", None)
         if isinstance(inner, BaseException):
             error = inner
+            continue
+        if isinstance(error, pika.exceptions.AMQPConnectionError) and error.args \
+                and isinstance(error.args[0], BaseException):
+            error = error.args[0]
             continue
         break
     if isinstance(error, pika.exceptions.ChannelClosedByBroker):
@@ -1207,9 +1557,5 @@ def _reason(error: Any) -> str:
         return "authentication failed (ACCESS_REFUSED)"
     if isinstance(error, pika.exceptions.ProbableAccessDeniedError):
         return "access to the virtual host refused"
-    if isinstance(error, pika.exceptions.AMQPConnectionError) and error.args:
-        inner = error.args[0]
-        if isinstance(inner, BaseException):
-            return scrub(f"{type(inner).__name__}: {inner}")
     text = str(error) or type(error).__name__
     return scrub(text if isinstance(error, str) else f"{type(error).__name__}: {text}")

@@ -13,7 +13,7 @@ from rtroute.ops_http import OpsServer, prometheus_text
 from rtroute.shovel.runner import ShovelRunner
 from rtroute.shovel.status import ShovelState
 
-from ..conftest import BROKER_ADDRESS, BROKER_URI, broker_uri_for, wait_for
+from ..conftest import BROKER_ADDRESS, BROKER_URI, MANAGEMENT_URI, broker_uri_for, wait_for
 from .conftest import (
     bodies,
     declare_queue,
@@ -45,7 +45,8 @@ def test_unroutable_messages_go_to_the_source_dead_letter_exchange(names, shovel
     src, dlq = source_with_dead_letters(names)
     nowhere = names.exchange("nowhere")
     worker = shovels.start(toml_shovel(
-        "unroutable", LOCAL, LOCAL, f'queue = "{src}"\ndest-exchange = "{nowhere}"',
+        "unroutable", LOCAL, LOCAL, f'queue = "{src}"\ndest-exchange = "{nowhere}"\n'
+        f'src_management_uri = "{MANAGEMENT_URI}"',
         dst_declarations=f'[{{ method = "exchange.declare", exchange = "{nowhere}" }}]'))
     publish(LOCAL, src, 5)
     wait_depth(LOCAL, dlq, 5)
@@ -83,14 +84,17 @@ def test_on_unroutable_drop_and_requeue(names, shovels):
 
 def test_destination_nacks_are_retried_with_back_off_then_dead_lettered(names, shovels):
     """rabbitmq-server#7555: the plugin nacks a destination nack to the source with requeue,
-    so a message the destination refuses loops forever. Here: nack_retries republishes with
-    back-off, then a nack without requeue (the source's dead-letter exchange)."""
+    at once, so a message the destination refuses loops as fast as it can. Here: nack_retries
+    republishes with back-off, then (on_refused = "dead_letter") a nack without requeue to the
+    source's dead-letter exchange; the default requeues with back-off, see
+    test_nothing_vanishes.py."""
     src, dlq = source_with_dead_letters(names)
     full = names.queue("full")
     declare_queue(LOCAL, full, arguments={"x-max-length": 0, "x-overflow": "reject-publish"})
     worker = shovels.start(toml_shovel(
         "nacks", LOCAL, LOCAL, f'queue = "{src}"\ndest-queue = "{full}"\nnack_retries = 3\n'
-        "nack_retry_delay = 0.05"))
+        'nack_retry_delay = 0.05\non_refused = "dead_letter"\n'
+        f'src_management_uri = "{MANAGEMENT_URI}"'))
     publish(LOCAL, src, 2)
     wait_depth(LOCAL, dlq, 2)
     counters = worker.status.counters
