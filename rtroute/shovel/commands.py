@@ -73,6 +73,8 @@ def shovel() -> None:
               help="Ops endpoint (/healthz /status /metrics).  "
                    "[default: the config's [http] listen, else 127.0.0.1:9419]")
 @click.option("--no-http", is_flag=True, help="Serve no HTTP endpoint.")
+@click.option("--token", "cli_token", default=None, envvar="RTROUTE_HTTP_TOKEN",
+              show_envvar=True, help="Bearer token of the endpoint (overrides [http] token).")
 @click.option("--exit-when-done", is_flag=True,
               help="Exit once every shovel ended (src-delete-after reached, or terminated "
                    "with reconnect_delay = 0) instead of serving its final status.")
@@ -80,7 +82,7 @@ def shovel() -> None:
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]))
 def run_command(config_paths: tuple, definitions: tuple, erlang_configs: tuple, only: tuple,
                 http_listen: str | None, no_http: bool, exit_when_done: bool,
-                log_level: str) -> None:
+                log_level: str, cli_token: str | None) -> None:
     """Run shovels until SIGTERM/SIGINT (then stop taking, wait for confirms, close).
 
     \b
@@ -111,13 +113,20 @@ def run_command(config_paths: tuple, definitions: tuple, erlang_configs: tuple, 
         shovels = [s for s in shovels if s.name in only]
     if not shovels:
         raise click.ClickException("the given files declare no shovels")
-    token = http.token if http is not None else None
+    from rtroute.ops_http import ListenError
+
+    token = cli_token or (http.token if http is not None else None)
     listen = None if no_http else (http_listen or (http.listen if http else "127.0.0.1:9419"))
     try:
         runner = ShovelRunner(shovels)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
-    serve(runner, listen, token, keep_serving=not exit_when_done)
+    try:
+        serve(runner, listen, token, keep_serving=not exit_when_done,
+              allow_unauthenticated_changes=bool(http and http.allow_unauthenticated_changes),
+              protect_reads=bool(http and http.protect_reads))
+    except (ListenError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 @shovel.command("status")
