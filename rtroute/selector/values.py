@@ -7,7 +7,9 @@ a Java Long. That is also how pika encodes Python ints in AMQP headers ('I' when
 bits, 'l' otherwise), so a header keeps the kind its publisher gave it.
 
 Header values are first normalised: `decimal.Decimal` becomes a float, a `datetime` becomes
-epoch milliseconds (a Long), `bytearray`/`memoryview` become `bytes`. Binary values are not
+epoch milliseconds (a Long), `bytearray`/`memoryview` become `bytes`, and the typed values of
+`rtroute.amqp.field_table` (headers decoded without loss) map by their AMQP type: `f`/`d`
+floats, `l` a Long, a timestamp `T` epoch milliseconds (see `_from_amqp`). Binary values are not
 strings (as Artemis treats AMQP binary): they equal only an equal binary, never a string.
 
 Every three-valued function here returns True, False or None (unknown), and raises
@@ -56,6 +58,9 @@ def normalize(value: Any) -> Any:
     cls = value.__class__
     if cls is str or cls is int or cls is float or cls is bool or cls is JLong or value is None:
         return value
+    amqp_type = getattr(cls, "amqp_type", None)  # a typed value of rtroute.amqp.field_table
+    if amqp_type is not None:
+        return _from_amqp(amqp_type, value)
     if isinstance(value, bool):
         return bool(value)
     if isinstance(value, str):
@@ -73,6 +78,24 @@ def normalize(value: Any) -> Any:
     if isinstance(value, (bytearray, memoryview)):
         return bytes(value)
     return value
+
+
+def _from_amqp(amqp_type: str, value: Any) -> Any:
+    """A header value that kept its AMQP field type, as Java sees it: ``l``/``L`` a Long
+    whatever its value, a timestamp ``T`` epoch milliseconds (a Long, wrapping as Java's
+    ``seconds * 1000L``), a float ``f`` promoted to double, a ``t`` octet other than 0 or 1
+    true, a long string ``S`` that is not UTF-8 binary; the other integers by their value."""
+    if amqp_type == "l" or amqp_type == "L":
+        return JLong(value)
+    if amqp_type == "T":
+        return JLong(_wrap(int(value) * 1000, 64))
+    if amqp_type == "f":
+        return float(value)
+    if amqp_type == "t":
+        return True
+    if amqp_type == "S":
+        return bytes(value)
+    return int(value)
 
 
 def kind(value: Any) -> str:
@@ -366,6 +389,8 @@ def bool_cast3(value: Any) -> bool | None:
     """A property used as a condition: its boolean value, unknown if NULL, else FALSE."""
     if value is None:
         return None
+    if value.__class__ is not bool:
+        value = normalize(value)  # a typed AMQP boolean is one
     return value if value.__class__ is bool else False
 
 
