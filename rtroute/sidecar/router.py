@@ -47,16 +47,31 @@ class Decision:
 
 
 def field_table_size(value: Any) -> int:
-    """An upper bound of the AMQP 0-9-1 encoded size of a header value (or table)."""
-    if isinstance(value, Mapping):
-        return 4 + sum(1 + len(str(k).encode()) + 1 + field_table_size(v) for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return 4 + sum(1 + field_table_size(v) for v in value)
-    if isinstance(value, str):
-        return 4 + len(value.encode("utf-8", "surrogatepass"))
-    if isinstance(value, (bytes, bytearray)):
-        return 4 + len(value)
-    return 9
+    """An upper bound of the AMQP 0-9-1 encoded size of a header value (or table); exact for
+    a table that knows its ``wire_size`` (the sidecar's
+    :class:`~rtroute.sidecar.ingress.RoutingHeaders`, which holds only a few entries)."""
+    wire_size = getattr(value, "wire_size", None)
+    if wire_size is not None:
+        return wire_size
+    size = 0
+    stack = [value]  # iterative: a table may nest deeper than Python's recursion limit
+    while stack:
+        value = stack.pop()
+        if isinstance(value, Mapping):
+            size += 4
+            for k, v in value.items():
+                size += 1 + len(str(k).encode("utf-8", "surrogatepass")) + 1
+                stack.append(v)
+        elif isinstance(value, (list, tuple)):
+            size += 4 + len(value)
+            stack.extend(value)
+        elif isinstance(value, str):
+            size += 4 + len(value.encode("utf-8", "surrogatepass"))
+        elif isinstance(value, (bytes, bytearray)):
+            size += 4 + len(value)
+        else:
+            size += 9
+    return size
 
 
 class ExchangeRouter:
@@ -138,11 +153,13 @@ class ExchangeRouter:
         """
         decisions: list[Decision | None] = [None] * len(messages)
         groups: dict[tuple[str, ...], int] = {}  # query -> its index in the core call
-        # (index, query's index, routing key, delivered headers or None for none, CC)
-        valid: list[tuple[int, int, str, dict | None, list[str]]] = []
+        # (index, query's index, routing key, delivered headers or None for none, CC, size of
+        # the headers table)
+        valid: list[tuple[int, int, str, dict | None, list[str], int]] = []
         for i, (routing_key, headers) in enumerate(messages):
             try:
-                if headers:
+                size = field_table_size(headers) if headers is not None else 0
+                if headers or size > 4:  # a RoutingHeaders may be empty, its table not
                     delivered, cc, queries = self._queries(routing_key, headers)
                 else:  # the common case: nothing but the routing key
                     routing_key = decode_key(routing_key, MAX_BINDING_BYTES, "routing key")
@@ -151,10 +168,10 @@ class ExchangeRouter:
                 decisions[i] = Decision(headers=dict(headers or {}), error=str(exc))
                 continue
             valid.append((i, groups.setdefault(queries, len(groups)), queries[0], delivered,
-                          cc))
+                          cc, size))
         matched = self._exchange.match_queries(list(groups))
         shared: dict[int, Decision] = {}
-        for i, group, routing_key, delivered, cc in valid:
+        for i, group, routing_key, delivered, cc, size in valid:
             if delivered is None:
                 decision = shared.get(group)
                 if decision is None:
@@ -162,7 +179,7 @@ class ExchangeRouter:
                                                               matched[group])
                 decisions[i] = decision
             else:
-                decisions[i] = self._decision(routing_key, delivered, cc, matched[group])
+                decisions[i] = self._decision(routing_key, delivered, cc, matched[group], size)
         return decisions  # type: ignore[return-value]
 
     def _queries(self, routing_key: Any, headers: Mapping[str, Any] | None
@@ -181,12 +198,13 @@ class ExchangeRouter:
         headers.pop("BCC", None)
         return headers, cc, (routing_key, *extra)
 
-    def _decision(self, routing_key: str, headers: dict, cc: list[str], keys) -> Decision:
+    def _decision(self, routing_key: str, headers: dict, cc: list[str], keys,
+                  headers_size: int = 0) -> Decision:
         if not keys:
             publishes = [Publish(self.bindings_exchange, routing_key, ())] \
                 if self.alternate_exchange else []
             return Decision(publishes, headers, unroutable=True)
-        budget = self.frame_max - FRAME_OVERHEAD - (field_table_size(headers) if headers else 0)
+        budget = self.frame_max - FRAME_OVERHEAD - headers_size
         plan = plan_delivery(self.bindings_exchange, routing_key, cc, keys,
                              self.destinations_of, budget)
         return Decision(plan, headers)

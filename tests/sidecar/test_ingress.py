@@ -1,12 +1,15 @@
-"""IngressMessage: a delivery as frames, decoded only as far as routing needs, republished as
-frames with only the headers table edited."""
+"""IngressMessage: a delivery as frames, decoded only as far as routing needs (CC, BCC, the
+alias), republished and dead-lettered as frames with only the headers table edited."""
 from __future__ import annotations
+
+import struct
 
 import pika
 import pika.spec
 from pika import frame as pika_frame
 
 from rtroute.amqp import frames
+from rtroute.amqp.content_header import bcc_entry, headers_span, with_headers_table
 from rtroute.sidecar.ingress import IngressMessage
 
 DROP = ("x-rtroute-bcc", "BCC")
@@ -93,3 +96,96 @@ def test_a_headers_table_that_cannot_be_decoded_is_an_error_not_an_exception():
     m = IngressMessage("ex", 1, False, frames.shortstr("k"), [broken, parts[1]])
     assert m.error is not None and "cannot decode the message's headers" in m.error
     assert m.headers is None and m.routing_key == "k"
+
+
+# -- lossless headers -------------------------------------------------------------------------
+def raw_delivery(entries: bytes, body: bytes = b"b", **properties) -> list[bytes]:
+    """Frames of a delivery whose headers table holds exactly the encoded ``entries``."""
+    parts = delivery(body, pika.BasicProperties(**properties))
+    header = parts[0]
+    return [with_headers_table(header, 1, headers_span(header), entries), *parts[1:]]
+
+
+def _entry(name: str, value: bytes) -> bytes:
+    return bytes((len(name),)) + name.encode() + value
+
+
+def _sized(tag: bytes, content: bytes) -> bytes:
+    return tag + struct.pack(">I", len(content)) + content
+
+
+CC = _entry("CC", _sized(b"A", _sized(b"S", b"c.d")))
+ALIAS = _entry("x-rtroute-bcc", _sized(b"A", _sized(b"S", b"k.1")))
+PRICE = _entry("price", b"d" + struct.pack(">d", 10.7))
+MS_TIMESTAMP = _entry("sent", b"T" + struct.pack(">Q", 1_700_000_000_123))  # Node.js Date.now()
+
+
+def deep(levels: int) -> bytes:
+    value = _sized(b"F", b"")
+    for _ in range(levels):
+        value = _sized(b"F", _entry("k", value))
+    return _entry("deep", value)
+
+
+def test_only_cc_bcc_and_the_alias_are_decoded_at_delivery():
+    entries = PRICE + CC + MS_TIMESTAMP + deep(1000) + ALIAS
+    m = IngressMessage("ex", 1, False, frames.shortstr("a.b"), raw_delivery(entries))
+    assert m.error is None
+    assert m.routing_headers == {"CC": ["c.d"], "x-rtroute-bcc": ["k.1"]}
+    assert m.routing_headers.wire_size == 4 + len(entries)
+    assert m._headers is not None and m._props is None  # not decoded yet
+    assert m.headers["price"] == 10.7 and m.headers["sent"] == 1_700_000_000_123
+    assert m.props.headers["price"] > 10.5
+
+
+def test_the_alias_is_the_exchange_s_own():
+    class Spec:
+        bcc_alias_header = "x-my-bcc"
+
+    class Exchange:
+        spec = Spec()
+
+    entries = _entry("x-my-bcc", _sized(b"A", _sized(b"S", b"z"))) + ALIAS
+    m = IngressMessage(Exchange(), 1, False, frames.shortstr("a"), raw_delivery(entries))
+    assert m.routing_headers == {"x-my-bcc": ["z"]}
+
+
+def test_a_table_without_routing_entries_still_has_its_size():
+    m = IngressMessage("ex", 1, False, frames.shortstr("a"), raw_delivery(PRICE))
+    assert m.routing_headers == {} and m.routing_headers.wire_size == 4 + len(PRICE)
+    plain = IngressMessage("ex", 1, False, frames.shortstr("a"),
+                           delivery(b"", pika.BasicProperties()))
+    assert plain.routing_headers is None and plain.headers is None
+
+
+def test_a_structure_error_deep_inside_an_unselected_entry_is_found_at_delivery():
+    broken = deep(50).replace(b"\x01kF\x00\x00\x00\x00", b"\x01kZ\x00\x00\x00\x00")
+    m = IngressMessage("ex", 1, False, frames.shortstr("a"), raw_delivery(CC + broken))
+    assert m.error is not None and "unknown field type 'Z'" in m.error
+
+
+def test_republishing_keeps_values_pika_cannot_read_byte_for_byte():
+    entries = PRICE + ALIAS + MS_TIMESTAMP + deep(600)
+    m = IngressMessage("ex", 1, False, frames.shortstr("a.*"), raw_delivery(entries))
+    data, _count = m.republish_frames(7, b"", DROP, ("k.1",))
+    header = data[:data.index(b"\xce", 7 + struct.unpack_from(">I", data, 3)[0]) + 1]
+    start, end = headers_span(header)
+    assert header[start + 4:end] == PRICE + MS_TIMESTAMP + deep(600) + bcc_entry(["k.1"])
+
+
+def test_a_dead_letter_keeps_every_property_and_header_and_adds_the_reason():
+    entries = PRICE + ALIAS + MS_TIMESTAMP
+    parts = raw_delivery(entries, b"body", message_id="m-1", delivery_mode=2,
+                         timestamp=1_700_000_000_123)
+    m = IngressMessage("ex", 1, False, frames.shortstr("a"), parts)
+    method = frames.publish_frame(3, frames.shortstr("rtroute.dead"), frames.shortstr("a"),
+                                  True)
+    data, count = m.dead_letter_frames(3, method, {"x-rtroute-error": "bad alias"}, 131072)
+    assert count == 3 and data.startswith(method)
+    header = data[len(method):len(data) - len(parts[1])]
+    start, end = headers_span(header)
+    assert header[start + 4:end] == entries + _entry("x-rtroute-error",
+                                                     _sized(b"S", b"bad alias"))
+    original_end = headers_span(parts[0])[1]
+    assert header[7:start] == parts[0][7:start] and header[end:] == parts[0][original_end:]
+    assert data.endswith(frames.on_channel(parts[1], 3))

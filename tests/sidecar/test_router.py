@@ -109,3 +109,23 @@ def test_literal_wildcard_binding_is_planned_as_rabbitmq_routes_it():
     assert set(got.values()) == {1}
     assert set(got) == {("queue", "wild"), ("queue", "other"), *[("queue", f"q{i}")
                                                                 for i in range(200)]}
+
+
+def test_the_bcc_budget_leaves_room_for_the_whole_headers_table_of_routing_headers():
+    """The ingress decodes only CC/BCC/the alias (RoutingHeaders) but tells the table's full
+    size: the BCC lists planned must leave room for every other entry."""
+    from rtroute.sidecar.ingress import RoutingHeaders
+
+    r = ExchangeRouter("b", frame_max=4096)
+    for i in range(300):
+        r.bind(("queue", f"q{i}"), f"k.{i}")
+
+    def bcc_bytes(headers):
+        (d,) = r.decide_many([("k.*", headers)])
+        assert d.error is None
+        return max(sum(len(k) + 5 for k in p.bcc or ()) for p in d.publishes)
+
+    small = bcc_bytes(None)
+    assert small > 2000
+    assert bcc_bytes(RoutingHeaders({}, 2500)) <= 4096 - 1024 - 2500  # other entries only
+    assert bcc_bytes(RoutingHeaders({"CC": ["z"]}, 2500)) <= 4096 - 1024 - 2500
