@@ -45,7 +45,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from rtroute.divert.message import PROPERTY_NAMES, Message
+from rtroute.amqp.field_table import FieldTable
+from rtroute.divert.message import PROPERTY_NAMES, Message, table_copy
 
 HDR_ORIGINAL_ADDRESS = "_AMQ_ORIG_ADDRESS"
 HDR_ORIGINAL_QUEUE = "_AMQ_ORIG_QUEUE"
@@ -129,7 +130,7 @@ def make_copy(original: Message, divert: Any, address: str, source: str, max_hop
         max_hops: the most diverts a message may go through (``source``'s ``max_hops``).
         transformer: applied last; an exception or a bad result sets ``error``.
     """
-    headers = dict(original.headers)
+    headers = table_copy(original.headers)  # every entry kept as it came, values typed
     hops = hops_of(headers) + 1
     headers[HOPS_HEADER] = hops
     headers[HDR_ORIGINAL_QUEUE] = divert.name
@@ -172,8 +173,8 @@ def make_copy(original: Message, divert: Any, address: str, source: str, max_hop
 def _transform(copy: Message, transformer: Callable[[Message], Message],
                name: str) -> tuple[Message, str | None]:
     address = copy.address
-    before = Message(copy.body, copy.routing_key, dict(copy.headers), dict(copy.properties),
-                     address)
+    before = Message(copy.body, copy.routing_key, table_copy(copy.headers),
+                     dict(copy.properties), address)
     try:
         result = transformer(copy)
     except Exception as exc:  # noqa: BLE001 - a user function: its failure is dead-lettered
@@ -234,7 +235,7 @@ def resolve_target(delivery: str, address: str, managed: bool, found: str | None
 
 
 def publish_fields(message: Message, target: str, source_alias: str,
-                   target_alias: str | None = None) -> tuple[str, str, dict]:
+                   target_alias: str | None = None) -> tuple[str, str, FieldTable]:
     """``(exchange, routing_key, headers)`` that deliver ``message`` to ``target``.
 
     Args:
@@ -247,7 +248,7 @@ def publish_fields(message: Message, target: str, source_alias: str,
         ValueError: ``CC`` or the BCC alias is not an array (RabbitMQ would close the channel
             on such a ``CC``/``BCC``): the copy is dead-lettered.
     """
-    headers = dict(message.headers)
+    headers = table_copy(message.headers)
     alias = headers.pop(source_alias, None)
     headers.pop("BCC", None)
     cc = headers.get("CC")

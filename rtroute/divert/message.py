@@ -5,12 +5,21 @@ named ``module:function`` that takes a :class:`Message` (the copy, already carry
 ``_AMQ_ORIG_*`` headers) and returns a :class:`Message` (the same one changed, or a new one, e.g.
 ``dataclasses.replace(message, body=...)``). It may change the body, the routing key, the headers
 and the properties; the address is the forwarding address, fixed by the divert.
+
+Headers are a :class:`~rtroute.amqp.field_table.FieldTable` whose values keep their AMQP types
+(a ``float`` stays a float, a ``Float32`` a 32-bit float, a timestamp a number of seconds):
+what a copy carries of its original is encoded again byte for byte
+(:meth:`Message.publish_frames`).
 """
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Callable
+
+from rtroute.amqp.content_header import content_header_frame, dead_letter_header
+from rtroute.amqp.field_table import FieldTable
 
 PROPERTY_NAMES = (
     "content_type", "content_encoding", "delivery_mode", "priority", "correlation_id",
@@ -29,7 +38,9 @@ class Message:
     Attributes:
         body: the payload.
         routing_key: the routing key it is (re)published with.
-        headers: the AMQP headers table (a plain dict; values as pika decodes them).
+        headers: the AMQP headers table: a :class:`~rtroute.amqp.field_table.FieldTable` (a
+            ``dict``; values keep their AMQP types, see :mod:`rtroute.amqp.field_table`). A
+            transformer may set a plain dict: plain values encode as pika would.
         properties: the other basic properties present, by pika name (see
             :data:`PROPERTY_NAMES`), e.g. ``{"message_id": "m-1", "delivery_mode": 2}``.
         address: where the message is going (for a diverted copy: the forwarding address).
@@ -37,25 +48,85 @@ class Message:
 
     body: bytes
     routing_key: str
-    headers: dict[str, Any] = field(default_factory=dict)
+    headers: dict[str, Any] = field(default_factory=FieldTable)
     properties: dict[str, Any] = field(default_factory=dict)
     address: str = ""
 
     @classmethod
     def from_amqp(cls, address: str, routing_key: str, properties: Any, body: bytes) -> Message:
-        """From a delivery: ``properties`` is a ``pika.BasicProperties`` or alike."""
+        """From a delivery: ``properties`` is a
+        :class:`rtroute.amqp.content_header.BasicProperties` (decoded without loss) or alike."""
         props = {}
         for name in PROPERTY_NAMES:
             value = getattr(properties, name, None)
             if value is not None:
                 props[name] = value
-        headers = getattr(properties, "headers", None)
-        return cls(body, routing_key, dict(headers or {}), props, address)
+        return cls(body, routing_key, table_copy(getattr(properties, "headers", None)), props,
+                   address)
 
     @property
     def message_id(self) -> str | None:
         """The ``message_id`` property, or None."""
         return self.properties.get("message_id")
+
+    def publish_frames(self, channel: int, method_frame: bytes, frame_max: int,
+                       headers: Mapping[str, Any] | None = None) -> tuple[bytes, int]:
+        """The frames that publish this message on ``channel``, and how many there are.
+
+        Args:
+            channel: the publishing channel's number.
+            method_frame: the ``basic.publish`` frame to send first.
+            frame_max: the connection's frame size (the body is cut to fit).
+            headers: the table to send instead of :attr:`headers` (e.g. what
+                :func:`rtroute.divert.copies.publish_fields` returned); empty: none.
+
+        Raises:
+            ValueError: a property or header value has no AMQP encoding (NaN and infinite
+                floats included: RabbitMQ refuses them), or the header frame outgrows
+                ``frame_max``.
+        """
+        header = content_header_frame(channel, len(self.body), self._properties(headers))
+        if len(header) > frame_max:
+            raise ValueError(f"the message's properties need a header frame of {len(header)} "
+                             f"bytes, more than frame_max ({frame_max})")
+        return _with_body(method_frame, header, self.body, channel, frame_max)
+
+    def dead_letter_frames(self, channel: int, method_frame: bytes,
+                           reasons: Mapping[str, Any] | Sequence[tuple[str, Any]],
+                           frame_max: int) -> tuple[bytes, int]:
+        """The frames that dead-letter this message on ``channel``: its properties and
+        headers (see :func:`rtroute.amqp.content_header.dead_letter_header`) plus the
+        ``reasons`` entries. Properties that cannot be encoded are left out (the reasons say
+        why the message was dead-lettered, not why they are missing)."""
+        try:
+            header = content_header_frame(channel, len(self.body), self._properties(None))
+        except ValueError:
+            header = content_header_frame(channel, len(self.body), {})
+        header = dead_letter_header(header, channel, reasons, frame_max)
+        return _with_body(method_frame, header, self.body, channel, frame_max)
+
+    def _properties(self, headers: Mapping[str, Any] | None) -> dict[str, Any]:
+        table = self.headers if headers is None else headers
+        return {**self.properties, "headers": table or None}
+
+
+_FRAME_HEAD = b"\x03"
+
+
+def _with_body(method_frame: bytes, header: bytes, body: bytes, channel: int,
+               frame_max: int) -> tuple[bytes, int]:
+    chunk = frame_max - 8
+    head = _FRAME_HEAD + channel.to_bytes(2, "big")
+    bodies = [head + len(piece).to_bytes(4, "big") + piece + b"\xce"
+              for piece in (body[i:i + chunk] for i in range(0, len(body), chunk))]
+    return b"".join((method_frame, header, *bodies)), 2 + len(bodies)
+
+
+def table_copy(headers: Mapping[str, Any] | None) -> FieldTable:
+    """A :class:`FieldTable` holding ``headers`` (a copy; repeated names kept)."""
+    if isinstance(headers, FieldTable):
+        return headers.copy()
+    return FieldTable(headers or {})
 
 
 class TransformerError(ValueError):
