@@ -86,10 +86,13 @@ def route(bindings_path: str, kind: str, cc: tuple, bcc: tuple, as_json: bool,
                    "outlive the process and reach standbys ([http] persist_diverts).")
 @click.option("--log-level", default="INFO", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]))
+@click.option("--log-format", default="text", show_default=True, envvar="RTROUTE_LOG_FORMAT",
+              type=click.Choice(["text", "json"]),
+              help="Log lines as text or as one JSON object per line.")
 def run(config_path: str | None, uri: str | None, management_uri: str | None, rtopic: tuple,
         http_listen: str | None,
         prefetch: int, connection_name: str, persist_diverts: bool, log_level: str,
-        cli_token: str | None, token_file: str | None) -> None:
+        log_format: str, cli_token: str | None, token_file: str | None) -> None:
     """Serve managed exchanges (x-rtopic) over the broker until SIGTERM/SIGINT.
 
     \b
@@ -98,12 +101,11 @@ def run(config_path: str | None, uri: str | None, management_uri: str | None, rt
       rtroute run -c rtroute.toml
       rtroute run --uri amqp://guest:guest@127.0.0.1:5672/%2F --rtopic logs
     """
-    import logging
 
+    from rtroute.logsetup import configure as configure_logging
     from rtroute.sidecar.service import ExchangeSpec, Sidecar, SidecarFatal, serve
 
-    logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("pika").setLevel(max(logging.WARNING, logging.getLevelName(log_level)))
+    configure_logging(log_level, log_format)
     from rtroute.ops_http import ListenError
 
     if token_file:

@@ -255,7 +255,7 @@ class ReconnectingConnection:
 
     def _on_open_error(self, _connection: Any, error: Exception) -> None:
         self._connection = None
-        self._failed(f"{self.current_uri}: {error!r}")
+        self._failed(f"{self.current_uri}: {describe_connect_error(error)}")
 
     def _on_closed(self, _connection: Any, reason: Exception) -> None:
         self._connection = None
@@ -271,13 +271,14 @@ class ReconnectingConnection:
 
     def _failed(self, reason: str) -> None:
         self.last_error = reason
-        LOGGER.warning("connection lost or failed: %s", reason)
         if self._on_lost is not None:
             self._on_lost(reason)
         if self._stopping or not self._reconnect:
+            LOGGER.warning("connection lost or failed: %s", reason)
             self._ioloop.stop()
             return
         delay = self._backoff.next_delay()
+        LOGGER.warning("connection lost or failed: %s; trying again in %.1f s", reason, delay)
         self.state = "waiting"
         self._timer = self._ioloop.call_later(delay, self._connect)
 
@@ -292,3 +293,24 @@ class ReconnectingConnection:
                 connection.close()
             return  # _on_closed stops the ioloop
         self._ioloop.stop()
+
+
+def describe_connect_error(error: BaseException) -> str:
+    """One short line for what pika reports when a connection cannot be opened (its own text
+    nests the real cause in several wrappers)."""
+    if isinstance(error, pika.exceptions.ProbableAuthenticationError):
+        return "the broker refused the login (wrong user name or password?)"
+    if isinstance(error, pika.exceptions.ProbableAccessDeniedError):
+        return "the broker refused access to the virtual host (unknown vhost, or no permission?)"
+    if isinstance(error, pika.exceptions.AMQPConnectionError) and error.args:
+        inner = error.args[0]
+        last = getattr(inner, "exceptions", None)
+        if last:
+            inner = last[-1]
+        cause = getattr(inner, "exception", None) or (inner.args[0] if getattr(
+            inner, "args", None) and isinstance(inner.args[0], BaseException) else None)
+        if isinstance(cause, BaseException):
+            return f"{type(cause).__name__}: {cause}"
+        if isinstance(inner, BaseException):
+            return describe_connect_error(inner) if inner is not error else repr(inner)
+    return f"{type(error).__name__}: {error}"

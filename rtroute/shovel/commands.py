@@ -80,9 +80,12 @@ def shovel() -> None:
                    "with reconnect_delay = 0) instead of serving its final status.")
 @click.option("--log-level", default="INFO", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]))
+@click.option("--log-format", default="text", show_default=True, envvar="RTROUTE_LOG_FORMAT",
+              type=click.Choice(["text", "json"]),
+              help="Log lines as text or as one JSON object per line.")
 def run_command(config_paths: tuple, definitions: tuple, erlang_configs: tuple, only: tuple,
                 http_listen: str | None, no_http: bool, exit_when_done: bool,
-                log_level: str, cli_token: str | None) -> None:
+                log_level: str, log_format: str, cli_token: str | None) -> None:
     """Run shovels until SIGTERM/SIGINT (then stop taking, wait for confirms, close).
 
     \b
@@ -91,17 +94,15 @@ def run_command(config_paths: tuple, definitions: tuple, erlang_configs: tuple, 
       rtroute shovel run --definitions definitions.json --http 127.0.0.1:9420
       rtroute shovel run --erlang-config /etc/rabbitmq/advanced.config
     """
-    import logging
 
     from rtroute.config_lines import ConfigError
+    from rtroute.logsetup import configure as configure_logging
     from rtroute.shovel.runner import ShovelRunner, serve
 
     if not (config_paths or definitions or erlang_configs):
         raise click.UsageError("nothing to run: give -c FILE, --definitions FILE or "
                                "--erlang-config FILE")
-    logging.basicConfig(level=log_level,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("pika").setLevel(max(logging.WARNING, logging.getLevelName(log_level)))
+    configure_logging(log_level, log_format)
     try:
         shovels, http = load_shovels(config_paths, definitions, erlang_configs)
     except (ConfigError, ValueError, OSError) as exc:

@@ -989,6 +989,7 @@ class Sidecar:
 
     def _on_lost(self, reason: str) -> None:
         self.last_error = reason
+        was_serving = self._window is not None
         self._window = None
         self._consume_channel = None
         self._queue.clear()
@@ -1000,9 +1001,8 @@ class Sidecar:
         for ex in self.exchanges.values():
             ex.consumer_tag = None
             ex.set_state("stopped" if self._stopping else "reconnecting")
-        if not self._stopping:
-            LOG.warning("connection lost (%s); unacked ingress messages will be redelivered",
-                        reason)
+        if not self._stopping and was_serving:
+            LOG.warning("unacked ingress messages will be redelivered after the reconnect")
 
     def _on_channel_closed(self, _channel: Any, reason: Exception) -> None:
         if self._stopping:
