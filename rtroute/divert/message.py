@@ -85,7 +85,10 @@ class Message:
                 floats included: RabbitMQ refuses them), or the header frame outgrows
                 ``frame_max``.
         """
-        header = content_header_frame(channel, len(self.body), self._properties(headers))
+        try:
+            header = content_header_frame(channel, len(self.body), self._properties(headers))
+        except ValueError as exc:
+            raise ValueError(f"cannot encode the message's properties: {exc}") from None
         if len(header) > frame_max:
             raise ValueError(f"the message's properties need a header frame of {len(header)} "
                              f"bytes, more than frame_max ({frame_max})")
