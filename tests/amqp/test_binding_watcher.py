@@ -55,7 +55,7 @@ def test_existing_bindings_are_known_at_start(ioloop, channel, names, mgmt):
     channel.exchange_declare(exchange, "direct")
     channel.exchange_declare(e2, "fanout")
     for queue in (q1, q2):
-        channel.queue_declare(queue)
+        channel.queue_declare(queue, durable=True)
     channel.queue_bind(q1, exchange, "k1")
     channel.queue_bind(q1, exchange, "k2", arguments={"x-tag": "a", "n": 1})
     channel.queue_bind(q2, exchange, "k1")
@@ -76,7 +76,7 @@ def test_changes_while_running_reach_the_callbacks(ioloop, channel, names, mgmt,
     channel.exchange_declare(exchange, "direct")
     channel.exchange_declare(e2, "fanout")
     for queue in (q1, q2):
-        channel.queue_declare(queue)
+        channel.queue_declare(queue, durable=True)
     channel.queue_bind(q1, exchange, "k1")
     channel.queue_bind(q2, exchange, "k1")
     recorder = Recorder()
@@ -123,8 +123,8 @@ def test_no_gap_changes_during_the_first_listing_are_not_lost(ioloop, broker_uri
     setup = connect_blocking(broker_uri)
     channel = setup.channel()
     channel.exchange_declare(exchange, "direct")
-    channel.queue_declare(q1)
-    channel.queue_declare(q2)
+    channel.queue_declare(q1, durable=True)
+    channel.queue_declare(q2, durable=True)
     channel.queue_bind(q1, exchange, "before")
     channel.queue_bind(q1, exchange, "gone")
 
@@ -150,7 +150,7 @@ def test_no_gap_changes_during_the_first_listing_are_not_lost(ioloop, broker_uri
 def test_polling_alone_follows_changes(ioloop, channel, names, mgmt, until):
     exchange, queue = names.exchange(), names.queue()
     channel.exchange_declare(exchange, "direct")
-    channel.queue_declare(queue)
+    channel.queue_declare(queue, durable=True)
     recorder = Recorder()
     _runner, watcher = watch(ioloop, recorder, exchange, mgmt, use_events=False,
                              poll_interval=0.2)
@@ -171,7 +171,7 @@ def test_without_the_event_exchange_it_falls_back_to_polling(ioloop, broker_uri,
         setup = connect_blocking(uri)
         channel = setup.channel()
         channel.exchange_declare("logs.bindings", "direct")
-        channel.queue_declare("q")
+        channel.queue_declare("q", durable=True)
         recorder = Recorder()
         watcher = recorder.watcher("logs.bindings", mgmt, vhost=vhost, poll_interval=0.2)
         ioloop(on_ready=lambda connection, *_: watcher.start(connection), uri=uri)
@@ -188,7 +188,7 @@ def test_arguments_that_do_not_normalise_are_healed_by_a_relist(ioloop, channel,
                                                                   until):
     exchange, queue = names.exchange(), names.queue()
     channel.exchange_declare(exchange, "direct")
-    channel.queue_declare(queue)
+    channel.queue_declare(queue, durable=True)
     nested = {"x-nested": {"n": [1, "z"]}}
     channel.queue_bind(queue, exchange, "k", arguments=nested)
     channel.queue_bind(queue, exchange, "k")  # the same key again, without arguments
@@ -207,7 +207,7 @@ def test_after_a_reconnect_changes_made_meanwhile_are_reported(ioloop, broker_ur
                                                                 names, mgmt, force_close, until):
     exchange, queue = names.exchange(), names.queue()
     channel.exchange_declare(exchange, "direct")
-    channel.queue_declare(queue)
+    channel.queue_declare(queue, durable=True)
     channel.queue_bind(queue, exchange, "old")
     recorder = Recorder()
     watcher = recorder.watcher(exchange, mgmt, relist_interval=300)
@@ -255,7 +255,7 @@ def test_one_listing_that_disagrees_with_the_events_empties_nothing(ioloop, chan
                                                                    mgmt, until):
     exchange, queue = names.exchange(), names.queue()
     channel.exchange_declare(exchange, "direct")
-    channel.queue_declare(queue)
+    channel.queue_declare(queue, durable=True)
     channel.queue_bind(queue, exchange, "k")
     recorder = Recorder()
     management = ListingThatLies(1, url=mgmt.base_url[:-4], timeout=5)
@@ -272,7 +272,7 @@ def test_a_binding_missing_from_two_listings_in_a_row_is_removed_and_said(ioloop
                                                                          caplog):
     exchange, queue = names.exchange(), names.queue()
     channel.exchange_declare(exchange, "direct")
-    channel.queue_declare(queue)
+    channel.queue_declare(queue, durable=True)
     channel.queue_bind(queue, exchange, "k")
     recorder = Recorder()
     management = ListingThatLies(2, url=mgmt.base_url[:-4], timeout=5)
@@ -287,7 +287,7 @@ def test_a_listing_of_an_exchange_the_api_does_not_know_changes_nothing(ioloop, 
                                                                        mgmt, until):
     exchange, queue = names.exchange(), names.queue()
     channel.exchange_declare(exchange, "direct")
-    channel.queue_declare(queue)
+    channel.queue_declare(queue, durable=True)
     channel.queue_bind(queue, exchange, "k")
     recorder = Recorder()
     runner, watcher = watch(ioloop, recorder, exchange, mgmt, relist_interval=0.3)

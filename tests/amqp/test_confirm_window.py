@@ -301,7 +301,7 @@ def test_every_publish_is_acked_with_many_in_flight(ioloop, names, depth):
 @pytest.mark.broker
 def test_blocking_channel_waits_for_room_and_settles_everything(channel, names, depth):
     queue = names.queue()
-    channel.queue_declare(queue)
+    channel.queue_declare(queue, durable=True)
     window = ConfirmWindow(channel, window=50)
     window.start()
     futures = [window.publish("", queue, f"m{i}") for i in range(400)]
@@ -316,7 +316,7 @@ def test_blocking_channel_waits_for_room_and_settles_everything(channel, names, 
 def test_unroutable_mandatory_publish_is_returned_not_acked(channel, names, depth):
     exchange, queue = names.exchange(), names.queue()
     channel.exchange_declare(exchange, "direct")
-    channel.queue_declare(queue)
+    channel.queue_declare(queue, durable=True)
     channel.queue_bind(queue, exchange, "good")
     window = ConfirmWindow(channel, window=100)
     window.start()
@@ -345,7 +345,8 @@ def test_unroutable_publish_without_mandatory_is_simply_acked(channel, names):
 @pytest.mark.broker
 def test_full_queue_with_reject_publish_nacks(channel, names, depth):
     queue = names.queue()
-    channel.queue_declare(queue, arguments={"x-max-length": 1, "x-overflow": "reject-publish"})
+    channel.queue_declare(queue, durable=True,
+                          arguments={"x-max-length": 1, "x-overflow": "reject-publish"})
     window = ConfirmWindow(channel, window=10)
     window.start()
     futures = [window.publish("", queue, f"m{i}") for i in range(5)]
@@ -395,7 +396,7 @@ def test_ready_made_frames_and_pika_publishes_share_one_sequence_in_order(ioloop
     from rtroute.amqp import frames
 
     queue = names.queue()
-    runner = ioloop(declarations=[{"method": "queue.declare", "queue": queue}])
+    runner = ioloop(declarations=[{"method": "queue.declare", "queue": queue, "durable": True}])
     settled: list = []
     state: dict = {}
 

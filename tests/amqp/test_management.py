@@ -27,7 +27,7 @@ def test_exchange_bindings_lists_queue_and_exchange_destinations(channel, names,
     source, queue, target = names.exchange(), names.queue(), names.exchange("dest")
     channel.exchange_declare(source, "direct")
     channel.exchange_declare(target, "fanout")
-    channel.queue_declare(queue)
+    channel.queue_declare(queue, durable=True)
     channel.queue_bind(queue, source, "k1", arguments={"x-note": "a", "n": 1})
     channel.queue_bind(queue, source, "k2")
     channel.exchange_bind(target, source, "k3")
@@ -52,7 +52,7 @@ def test_missing_exchange_has_no_bindings_but_is_not_found(mgmt, names):
 @pytest.mark.broker
 def test_queues_and_message_count(channel, names, mgmt, until):
     queue = names.queue()
-    channel.queue_declare(queue)
+    channel.queue_declare(queue, durable=True)
     for i in range(3):
         channel.basic_publish("", queue, f"m{i}")
     listed = mgmt.queues("/", columns=("name", "messages"))

@@ -10,7 +10,7 @@ from rtroute.amqp.publish_tool import _percentile
 @pytest.mark.broker
 def test_publishes_count_messages_and_reports_confirms(broker_uri, channel, names, depth):
     queue = names.queue()
-    channel.queue_declare(queue)
+    channel.queue_declare(queue, durable=True)
     lines = []
     result = publish(broker_uri, "", queue, 3000, 64, window=200, echo=lines.append)
     assert (result["published"], result["acked"], result["failed"]) == (3000, 3000, 0)
@@ -28,7 +28,7 @@ def test_headers_cc_and_persistence_reach_the_queues(broker_uri, channel, names)
     exchange, main, copy = names.exchange(), names.queue(), names.queue()
     channel.exchange_declare(exchange, "direct")
     for queue, key in ((main, "main"), (copy, "copy")):
-        channel.queue_declare(queue)
+        channel.queue_declare(queue, durable=True)
         channel.queue_bind(queue, exchange, key)
     result = publish(broker_uri, exchange, "main", 5, 10, headers={"CC": ["copy"], "x-a": 1},
                      persistent=True, echo=lambda _line: None)
@@ -52,7 +52,7 @@ def test_mandatory_unroutable_messages_are_counted_as_returned(broker_uri, chann
 @pytest.mark.broker
 def test_rate_paces_the_publishes(broker_uri, channel, names):
     queue = names.queue()
-    channel.queue_declare(queue)
+    channel.queue_declare(queue, durable=True)
     result = publish(broker_uri, "", queue, 30, 10, rate=100, echo=lambda _line: None)
     assert result["acked"] == 30
     assert result["seconds"] >= 0.25  # 30 messages at 100/s cannot take less than ~0.29 s

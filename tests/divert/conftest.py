@@ -86,7 +86,7 @@ class BrokerObjects:
         self.exchanges: list[str] = []
 
     def queue(self, name: str, bind: tuple[str, str] | None = None) -> str:
-        self.channel.queue_declare(name)
+        self.channel.queue_declare(name, durable=True)  # RabbitMQ 4.x deprecates transient ones
         self.queues.append(name)
         if bind is not None:
             self.channel.queue_bind(name, bind[0], bind[1])

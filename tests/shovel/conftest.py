@@ -223,6 +223,10 @@ def names(request: pytest.FixtureRequest, broker_uri: str) -> Iterator[Names]:
 
 
 def declare_queue(uri: str, queue: str, **kwargs: Any) -> None:
+    """Declare ``queue``: durable unless ``kwargs`` say otherwise, since RabbitMQ 4.x deprecates
+    transient non-exclusive queues (a broker denying them closes the connection)."""
+    if not kwargs.get("exclusive"):
+        kwargs.setdefault("durable", True)
     connection = connect_blocking(uri)
     try:
         connection.channel().queue_declare(queue, **kwargs)

@@ -46,7 +46,7 @@ def test_properties_exchange_and_key_pass_through_between_two_vhosts(vhosts, sho
     a, b = broker_uri_for(vhosts[0]), broker_uri_for(vhosts[1])
     exchange = "rtroute.pass"
     declare = (f'[{{ method = "exchange.declare", exchange = "{exchange}", type = "topic" }},'
-               f' {{ method = "queue.declare", queue = "in" }},'
+               f' {{ method = "queue.declare", queue = "in", durable = true }},'
                f' {{ method = "queue.bind", exchange = "{exchange}", routing_key = "#" }}]')
     worker = shovels.start(toml_shovel(
         "pass", a, b, 'queue = "in"', src_declarations=declare,
@@ -95,7 +95,7 @@ def test_publish_fields_set_exchange_and_routing_key(names, shovels):
     exchange = names.exchange("fields")
     declare_queue(LOCAL, src)
     decl = (f'[{{ method = "exchange.declare", exchange = "{exchange}", type = "direct" }}, '
-            f'{{ method = "queue.declare", queue = "{dst}" }}, '
+            f'{{ method = "queue.declare", queue = "{dst}", durable = true }}, '
             f'{{ method = "queue.bind", exchange = "{exchange}", routing_key = "from_shovel" }}]')
     shovels.start(toml_shovel(
         "fields", LOCAL, LOCAL,
@@ -114,9 +114,9 @@ def test_dest_exchange_keeps_the_routing_key_unless_dest_exchange_key_is_set(nam
     for queue in (src1, src2):
         declare_queue(LOCAL, queue)
     decl = (f'[{{ method = "exchange.declare", exchange = "{exchange}", type = "direct" }}, '
-            f'{{ method = "queue.declare", queue = "{q_orig}" }}, '
+            f'{{ method = "queue.declare", queue = "{q_orig}", durable = true }}, '
             f'{{ method = "queue.bind", exchange = "{exchange}", routing_key = "{src1}" }}, '
-            f'{{ method = "queue.declare", queue = "{q_set}" }}, '
+            f'{{ method = "queue.declare", queue = "{q_set}", durable = true }}, '
             f'{{ method = "queue.bind", exchange = "{exchange}", routing_key = "k" }}]')
     shovels.start(toml_shovel("dx1", LOCAL, LOCAL,
                               f'queue = "{src1}"\ndest-exchange = "{exchange}"',
@@ -132,16 +132,17 @@ def test_dest_exchange_keeps_the_routing_key_unless_dest_exchange_key_is_set(nam
 
 def test_declarations_and_the_most_recently_declared_queue(names, shovels):
     """A server-named queue declared, bound and consumed via "" (the plugin's classic
-    example); the destination side declares its exchange-to-exchange binding."""
+    example, exclusive as RabbitMQ 4.x wants it); the destination side declares its
+    exchange-to-exchange binding."""
     src_x, dst_x, dst_x2 = names.exchange("sx"), names.exchange("dx"), names.exchange("dx2")
     dst = names.queue("dst")
     src_decl = (f'[{{ method = "exchange.declare", exchange = "{src_x}", type = "fanout" }}, '
-                '"queue.declare", '
+                '{ method = "queue.declare", exclusive = true }, '
                 f'{{ method = "queue.bind", queue = "", exchange = "{src_x}" }}]')
     dst_decl = (f'[{{ method = "exchange.declare", exchange = "{dst_x}", type = "fanout" }}, '
                 f'{{ method = "exchange.declare", exchange = "{dst_x2}", type = "fanout" }}, '
                 f'{{ method = "exchange.bind", destination = "{dst_x2}", source = "{dst_x}" }}, '
-                f'{{ method = "queue.declare", queue = "{dst}" }}, '
+                f'{{ method = "queue.declare", queue = "{dst}", durable = true }}, '
                 f'{{ method = "queue.bind", exchange = "{dst_x2}" }}]')
     worker = shovels.start(toml_shovel("recent", LOCAL, LOCAL,
                                        f'queue = ""\ndest-exchange = "{dst_x}"',
@@ -158,7 +159,7 @@ def test_src_exchange_and_key_consume_through_a_private_queue(names, shovels):
     worker = shovels.start(toml_shovel(
         "srcx", LOCAL, LOCAL, f'src-exchange = "{src_x}"\nsrc-exchange-key = "a.*"\n'
         f'dest-queue = "{dst}"', src_declarations=decl,
-        dst_declarations=f'[{{ method = "queue.declare", queue = "{dst}" }}]'))
+        dst_declarations=f'[{{ method = "queue.declare", queue = "{dst}", durable = true }}]'))
     wait_state(worker, ShovelState.RUNNING)
     publish(LOCAL, "a.b", 3, exchange=src_x)
     publish(LOCAL, "b.b", 3, exchange=src_x, start=100)

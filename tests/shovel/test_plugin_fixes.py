@@ -139,10 +139,12 @@ def test_a_durable_queue_keeps_what_src_exchange_receives_while_the_shovel_is_aw
         return (toml_shovel("durable", LOCAL, LOCAL, f'src-exchange = "{src_x}"\n'
                             f'durable_queue = "{durable}"\ndest-queue = "{kept}"',
                             src_declarations=decl,
-                            dst_declarations=f'[{{ method = "queue.declare", queue = "{kept}" }}]'),
+                            dst_declarations=f'[{{ method = "queue.declare", queue = "{kept}", '
+                                                 'durable = true }]'),
                 toml_shovel("exclusive", LOCAL, LOCAL, f'src-exchange = "{src_x}"\n'
                             f'dest-queue = "{lost}"', src_declarations=decl,
-                            dst_declarations=f'[{{ method = "queue.declare", queue = "{lost}" }}]'))
+                            dst_declarations=f'[{{ method = "queue.declare", queue = "{lost}", '
+                                                 'durable = true }]'))
 
     first = [shovels.start(text) for text in configs()]
     for worker in first:
@@ -165,7 +167,7 @@ def test_a_durable_queue_keeps_what_src_exchange_receives_while_the_shovel_is_aw
 def test_a_fractional_reconnect_delay_is_honoured(names, shovels):
     """The plugin treats 0.5 like 0 (it stops); the classic docs allow fractions."""
     src, dst = names.queue("src"), names.queue("dst")
-    decl = f'[{{ method = "queue.declare", queue = "{src}" }}]'
+    decl = f'[{{ method = "queue.declare", queue = "{src}", durable = true }}]'
     declare_queue(LOCAL, dst)
     worker = shovels.start(toml_shovel("frac", LOCAL, LOCAL, f'queue = "{src}"\n'
                                        f'dest-queue = "{dst}"\nreconnect_delay = 0.5',
@@ -355,7 +357,7 @@ def test_rtopic_key_filter_matches_pattern_routing_keys(names, shovels):
     declare_queue(LOCAL, dst)
     exchange = names.exchange("rx")
     decl = (f'[{{ method = "exchange.declare", exchange = "{exchange}", type = "fanout" }}, '
-            f'{{ method = "queue.declare", queue = "{src}" }}, '
+            f'{{ method = "queue.declare", queue = "{src}", durable = true }}, '
             f'{{ method = "queue.bind", exchange = "{exchange}" }}]')
     worker = shovels.start(toml_shovel(
         "rtopic-filter", LOCAL, LOCAL, f'queue = "{src}"\ndest-queue = "{dst}"\n'

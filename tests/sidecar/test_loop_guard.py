@@ -31,7 +31,7 @@ def test_an_exception_in_routing_dead_letters_that_message_and_serving_goes_on(
     queue, dead = f"{name}.q", f"rtroute-test.dead.{uuid.uuid4().hex[:8]}"
     channel.exchange_declare("rtroute.dead", "fanout", durable=True)
     for q in (queue, dead):
-        channel.queue_declare(q)
+        channel.queue_declare(q, durable=True)
     managed.queues.extend([queue, dead])
     channel.queue_bind(dead, "rtroute.dead")
     spec = ExchangeConfig(name=name, bindings=[BindingConfig(queue, "ok.k")])

@@ -31,10 +31,11 @@ ingress_queue_type = "quorum"
 ingress_delivery_limit = 2
 ''')
     channel.exchange_declare("rtroute.dead", "fanout", durable=True)
-    channel.queue_declare(dead, arguments={"x-queue-type": "classic"})
+    channel.queue_declare(dead, durable=True, arguments={"x-queue-type": "classic"})
     channel.queue_bind(dead, "rtroute.dead")
     # a queue that refuses every message: the sidecar's republish is nacked each time
-    channel.queue_declare(full, arguments={"x-max-length": 0, "x-overflow": "reject-publish"})
+    channel.queue_declare(full, durable=True,
+                          arguments={"x-max-length": 0, "x-overflow": "reject-publish"})
     managed.queues.extend([full, dead])
     sc = sidecars("-c", str(config))
     sc.wait_running(name)

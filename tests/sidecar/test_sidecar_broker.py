@@ -39,7 +39,7 @@ def bind_queues(channel, managed, exchange, bindings):
     for dest, key in bindings:
         if dest not in queues:
             queues[dest] = f"{exchange}.{dest}"
-            channel.queue_declare(queues[dest])
+            channel.queue_declare(queues[dest], durable=True)
             managed.queues.append(queues[dest])
         channel.queue_bind(queues[dest], f"{exchange}.bindings", key)
     return queues
@@ -310,7 +310,7 @@ def test_hostile_pattern_against_20k_bindings_is_routed_once_per_queue(sidecars,
     channel.exchange_declare(f"{name}.bindings", "topic", durable=True)
     queues = [f"{name}.q{i}" for i in range(100)]
     for q in queues:
-        channel.queue_declare(q)
+        channel.queue_declare(q, durable=True)
         managed.queues.append(q)
     # 20k, not 100k: creating a binding costs the broker ~0.6 ms (100k take a minute);
     # tests/sidecar/test_router.py routes the same pattern against 100k bindings
