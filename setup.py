@@ -15,7 +15,7 @@ class OptionalBuildExt(build_ext):
     def run(self):
         try:
             super().run()
-        except Exception as exc:  # noqa: BLE001 - report and fall back, unless asked not to
+        except Exception as exc:  # report and fall back, unless asked not to
             if os.environ.get("RTROUTE_REQUIRE_NATIVE") == "1":
                 raise
             print(f"rtroute: native core not built ({exc}); using the pure-Python fallback")
@@ -23,7 +23,7 @@ class OptionalBuildExt(build_ext):
     def build_extension(self, ext):
         try:
             super().build_extension(ext)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             if os.environ.get("RTROUTE_REQUIRE_NATIVE") == "1":
                 raise
             print(f"rtroute: native core not built ({exc}); using the pure-Python fallback")
@@ -40,6 +40,8 @@ def extensions():
     ext = Extension(
         "rtroute.core._native",
         sources=["rtroute/core/_native.pyx", *c_sources],
+        # a header change rebuilds the extension (and the sdist ships what it lists)
+        depends=sorted(glob.glob("src_c/*.h")),
         include_dirs=["src_c"],
         extra_compile_args=["-O2", "-std=c99"],
     )

@@ -106,6 +106,9 @@ def run(config_path: str | None, uri: str | None, management_uri: str | None, rt
     from rtroute.sidecar.service import ExchangeSpec, Sidecar, SidecarFatal, serve
 
     configure_logging(log_level, log_format)
+    from rtroute.core import warn_if_fallback
+
+    warn_if_fallback()
     from rtroute.ops_http import ListenError
 
     if token_file:

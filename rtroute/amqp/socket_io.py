@@ -10,6 +10,10 @@ from typing import Any
 
 import pika
 
+from rtroute.amqp.pika_version import warn_if_untested
+
+warn_if_untested()  # the internals patched here (and in frames.py) are pika's, not its API
+
 RECV_BYTES = 64 * 1024  # per recv
 COALESCE_BYTES = 256 * 1024  # at most per send
 
