@@ -1,0 +1,198 @@
+#!/usr/bin/env bash
+# RabbitMQ 4.x as a second node beside the 3.x one that scripts/ensure-rabbitmq.sh runs, for
+# the 4.x leg of scripts/test.sh and for trying rtroute on 4.x by hand:
+#
+#   node rabbit4@localhost   AMQP 127.0.0.1:5673   management http://127.0.0.1:15673/
+#   Erlang distribution 127.0.0.1:25673 (registered with the host's epmd on 127.0.0.1:4369)
+#   plugins: rabbitmq_management rabbitmq_event_exchange rabbitmq_shovel rabbitmq_shovel_management
+#
+# The host (Debian 12) packages RabbitMQ 3.10, so the node runs from Debian trixie's
+# rabbitmq-server package (4.0.x, Erlang/OTP 27) in a minbase trixie chroot at $RABBITMQ4_ROOT
+# (default /srv/trixie; state in its /var/lib/rabbitmq, logs in its /var/log/rabbitmq). The
+# host's own node is never touched.
+#
+# Idempotent: a node that already answers is left exactly as it is (its config files are not
+# rewritten, only missing plugins are enabled), so it is safe while others use it; otherwise
+# the chroot is built and the package installed if needed, the config written, the node
+# started and awaited. Ends with the version line when the node and its management API answer.
+#
+# RABBITMQ4_DENY_TRANSIENT_QUEUES=1 makes a node this script starts refuse transient
+# non-exclusive queues, which 4.x deprecates but still permits (a later release is to refuse
+# them): to check that nothing declares one. A node that already runs keeps its settings.
+#
+# Exit status: 0 up; 1 it failed (see the message); 3 root is needed (to build or enter the
+# chroot) and neither root nor passwordless sudo is available; 4 the chroot cannot be built
+# here (no Debian mirror in the host's apt sources, or debootstrap failed, or too little disk).
+# scripts/test.sh treats 3 and 4 as "4.x cannot run on this machine".
+# Stop it with scripts/stop-rabbitmq4.sh.
+set -euo pipefail
+
+ROOT=${RABBITMQ4_ROOT:-/srv/trixie}
+SUITE=trixie
+NODE=rabbit4@localhost
+PORT=5673 MGMT=15673 DIST=25673
+PLUGINS="rabbitmq_management rabbitmq_event_exchange rabbitmq_shovel rabbitmq_shovel_management"
+WAIT_S=${RABBITMQ4_WAIT_S:-180}
+DENY_TRANSIENT=${RABBITMQ4_DENY_TRANSIENT_QUEUES:-0}
+
+log() { echo "rtroute: [rabbitmq4] $*"; }
+die() {   # die [STATUS] MESSAGE...
+    local status=1
+    if [[ $1 =~ ^[0-9]+$ ]]; then status=$1; shift; fi
+    echo "rtroute: [rabbitmq4] ERROR: $*" >&2
+    exit "$status"
+}
+
+# The management API answers with a 4.x version: the node is up, whoever started it.
+management_version() {
+    curl -fsS --max-time 3 -u guest:guest "http://127.0.0.1:$MGMT/api/overview" 2>/dev/null \
+        | sed -n 's/.*"rabbitmq_version":"\([^"]*\)".*/\1/p'
+}
+up_message() {
+    log "$NODE up: RabbitMQ $1, AMQP amqp://guest:guest@127.0.0.1:$PORT/%2F," \
+        "management http://127.0.0.1:$MGMT/"
+}
+
+if [ "$(id -u)" != 0 ]; then
+    running=$(management_version || true)
+    case $running in
+        4.*) up_message "$running"; exit 0 ;;
+    esac
+    if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+        exec sudo -n RABBITMQ4_ROOT="$ROOT" RABBITMQ4_WAIT_S="$WAIT_S" \
+            RABBITMQ4_DENY_TRANSIENT_QUEUES="$DENY_TRANSIENT" bash "$0" "$@"
+    fi
+    die 3 "root is needed to build and enter the chroot at $ROOT (debootstrap, chroot, mount)," \
+        "and sudo is not available without a password: run this script as root"
+fi
+
+in_root() { chroot "$ROOT" "$@"; }
+ctl() { in_root /usr/sbin/rabbitmqctl -n "$NODE" "$@"; }
+
+# The Debian mirror the host already uses (deb822 sources first, then sources.list).
+mirror() {
+    local m
+    m=$(grep -hs '^URIs:' /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '{print $2}' \
+        | grep -v -- '-security' | grep '/debian/\?$' | head -n1 || true)
+    [ -n "$m" ] || m=$(grep -hs '^deb ' /etc/apt/sources.list /etc/apt/sources.list.d/*.list \
+        2>/dev/null | awk '{print $2}' | grep -v -- '-security' | head -n1 || true)
+    [ -n "$m" ] || die 4 "no Debian mirror in the host's apt sources: cannot debootstrap $SUITE"
+    echo "$m"
+}
+
+wait_management() {
+    local v t=0
+    until v=$(management_version) && [ -n "$v" ]; do
+        t=$((t + 1)); [ $t -lt 60 ] || die "the management API on 127.0.0.1:$MGMT does not answer"
+        sleep 1
+    done
+    echo "$v"
+}
+
+# -- a node that answers is left as it is --------------------------------------------------------
+if [ -x "$ROOT/usr/sbin/rabbitmqctl" ] && ctl -q ping >/dev/null 2>&1; then
+    log "$NODE already running"
+    [ "$DENY_TRANSIENT" != 1 ] \
+        || log "note: RABBITMQ4_DENY_TRANSIENT_QUEUES applies when this script starts the node"
+    enabled=$(in_root /usr/sbin/rabbitmq-plugins -n "$NODE" -q list -e -m 2>/dev/null || true)
+    missing=""
+    for p in $PLUGINS; do grep -qx "$p" <<<"$enabled" || missing="$missing $p"; done
+    if [ -n "$missing" ]; then   # adds to the node's enabled set, disables nothing
+        log "enabling$missing"
+        in_root /usr/sbin/rabbitmq-plugins -n "$NODE" -q enable $missing >/dev/null
+    fi
+    version=$(wait_management)
+    up_message "$version"
+    exit 0
+fi
+
+# -- 1. the chroot --------------------------------------------------------------------------------
+if [ -d "$ROOT/debootstrap" ]; then   # what an interrupted debootstrap leaves behind
+    log "removing the incomplete chroot at $ROOT (an interrupted debootstrap)"
+    for m in dev/pts proc; do mountpoint -q "$ROOT/$m" && umount "$ROOT/$m"; done
+    rm -rf --one-file-system "$ROOT"
+fi
+if [ ! -f "$ROOT/etc/debian_version" ]; then
+    mkdir -p "$(dirname "$ROOT")"
+    avail_kb=$(df -Pk "$(dirname "$ROOT")" | awk 'NR==2 {print $4}')
+    [ "$avail_kb" -gt 1048576 ] || die 4 "less than 1 GiB free under $(dirname "$ROOT")"
+    MIRROR=$(mirror)
+    if ! command -v debootstrap >/dev/null 2>&1; then
+        log "installing debootstrap"
+        { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap; } \
+            >/tmp/rabbitmq4-apt.log 2>&1 \
+            || die 4 "cannot install debootstrap, see /tmp/rabbitmq4-apt.log"
+    fi
+    log "debootstrap --variant=minbase $SUITE $ROOT $MIRROR (a few minutes)"
+    debootstrap --variant=minbase "$SUITE" "$ROOT" "$MIRROR" >/tmp/rabbitmq4-debootstrap.log 2>&1 \
+        || die 4 "debootstrap failed, see /tmp/rabbitmq4-debootstrap.log"
+fi
+mountpoint -q "$ROOT/proc" || mount -t proc proc "$ROOT/proc"
+cp /etc/hosts "$ROOT/etc/hosts"   # "localhost" must resolve inside the chroot
+
+# -- 2. rabbitmq-server from trixie ---------------------------------------------------------------
+if [ ! -x "$ROOT/usr/lib/rabbitmq/bin/rabbitmq-server" ]; then
+    MIRROR=$(mirror)
+    SECURITY=$(sed 's#/debian/\?$#/debian-security#' <<<"$MIRROR")
+    cat >"$ROOT/etc/apt/sources.list" <<EOF
+deb $MIRROR $SUITE main
+deb $MIRROR $SUITE-updates main
+deb $SECURITY $SUITE-security main
+EOF
+    printf 'APT::Install-Recommends "false";\nAPT::Install-Suggests "false";\n' \
+        >"$ROOT/etc/apt/apt.conf.d/99small"
+    printf '#!/bin/sh\nexit 101\n' >"$ROOT/usr/sbin/policy-rc.d"   # no service start at install
+    chmod +x "$ROOT/usr/sbin/policy-rc.d"
+    log "apt-get install rabbitmq-server (in the chroot)"
+    { in_root apt-get update -qq \
+        && DEBIAN_FRONTEND=noninteractive in_root apt-get install -y -qq rabbitmq-server; } \
+        >/tmp/rabbitmq4-apt.log 2>&1 \
+        || die "installing rabbitmq-server in the chroot failed, see /tmp/rabbitmq4-apt.log"
+    in_root apt-get clean
+    rm -rf "$ROOT"/var/lib/apt/lists/*   # apt-get update brings them back when needed
+fi
+
+# -- 3. the node's configuration ------------------------------------------------------------------
+cat >"$ROOT/etc/rabbitmq/rabbitmq-env.conf" <<EOF
+# written by rtroute's scripts/start-rabbitmq4.sh: a second node beside the host's rabbit@localhost
+NODENAME=$NODE
+NODE_IP_ADDRESS=127.0.0.1
+NODE_PORT=$PORT
+DIST_PORT=$DIST
+MNESIA_BASE=/var/lib/rabbitmq/mnesia
+LOG_BASE=/var/log/rabbitmq
+CONFIG_FILE=/etc/rabbitmq/rabbitmq.conf
+ENABLED_PLUGINS_FILE=/etc/rabbitmq/enabled_plugins
+ERL_EPMD_ADDRESS=127.0.0.1
+export ERL_EPMD_ADDRESS
+SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}"
+EOF
+cat >"$ROOT/etc/rabbitmq/rabbitmq.conf" <<EOF
+# written by rtroute's scripts/start-rabbitmq4.sh
+listeners.tcp.local = 127.0.0.1:$PORT
+management.tcp.ip = 127.0.0.1
+management.tcp.port = $MGMT
+EOF
+if [ "$DENY_TRANSIENT" = 1 ]; then
+    echo "deprecated_features.permit.transient_nonexcl_queues = false" \
+        >>"$ROOT/etc/rabbitmq/rabbitmq.conf"
+fi
+echo "[$(tr ' ' ',' <<<"$PLUGINS")]." >"$ROOT/etc/rabbitmq/enabled_plugins"
+
+# -- 4. start and wait ----------------------------------------------------------------------------
+for p in $PORT $MGMT $DIST; do
+    if ss -ltnH "( sport = :$p )" 2>/dev/null | grep -q .; then
+        die "port $p is taken, but not by a $NODE that answers"
+    fi
+done
+log "starting $NODE"
+setsid chroot "$ROOT" /usr/sbin/rabbitmq-server </dev/null >/tmp/rabbitmq4-server.log 2>&1 &
+t=0
+# await_startup fails at once while the node has not registered yet: retry it
+until ctl -q await_startup --timeout 5 >/dev/null 2>&1; do
+    t=$((t + 1))
+    [ $t -lt "$WAIT_S" ] || die "$NODE did not start within ${WAIT_S} s; see /tmp/rabbitmq4-server.log and $ROOT/var/log/rabbitmq/"
+    sleep 1
+done
+version=$(wait_management)
+up_message "$version"
