@@ -6,10 +6,17 @@ only then are its messages acked (one ``multiple`` ack). A crash before the ack 
 unacked, so the broker redelivers them: at-least-once, a message may appear in two files (the
 ``redelivered`` column says when the broker knew it had delivered it before).
 
-Columns: ``routing_key``, ``headers`` (JSON text, see :func:`headers_json`), ``body`` (binary),
-``exchange``, ``redelivered``, the basic properties (``content_type``, ``content_encoding``,
-``delivery_mode``, ``priority``, ``correlation_id``, ``reply_to``, ``expiration``,
-``message_id``, ``timestamp``, ``type``, ``user_id``, ``app_id``) and ``drained_at``.
+Columns: ``routing_key``, ``headers`` (JSON text that keeps every AMQP type, see
+:mod:`rtroute.spark.header_json`), ``body`` (binary), ``exchange``, ``redelivered``, the basic
+properties (``content_type``, ``content_encoding``, ``delivery_mode``, ``priority``,
+``correlation_id``, ``reply_to``, ``expiration``, ``message_id``, ``timestamp``, ``type``,
+``user_id``, ``app_id``) and ``drained_at``.
+
+Deliveries are read as frames and decoded without pika (:mod:`rtroute.amqp.content_header`):
+a ``double`` header stays 10.7 (pika reads 10), and a message pika cannot decode at all (a
+timestamp in milliseconds, as Node.js clients send, is beyond ``datetime``; a table nested
+a few hundred deep) is archived like any other. A ``timestamp`` property beyond what Spark
+reads (about the year 294,000: a client that sent microseconds) is null in its column.
 
 Messages are private: files are created ``0600`` and the directories a drain creates ``0700``,
 whatever the umask, unless the caller passes another ``mode`` (directories then get the
@@ -17,10 +24,8 @@ matching search bits: ``0640`` gives ``0750``).
 """
 from __future__ import annotations
 
-import base64
+import collections
 import datetime
-import decimal
-import json
 import os
 import time
 import uuid
@@ -31,7 +36,12 @@ from typing import Any, Callable
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rtroute.amqp import connect_blocking, mask_uri
+from rtroute.amqp import connect_blocking, frames, mask_uri
+from rtroute.amqp.content_header import decode_properties
+from rtroute.spark.header_json import headers_json
+
+__all__ = ["DEFAULT_MODE", "SCHEMA", "DrainError", "DrainStats", "drain", "headers_json",
+           "write_part"]
 
 MAX_PREFETCH = 65535  # basic.qos prefetch_count is a short
 #: Permissions of the files a drain writes (their directories get the matching search bits).
@@ -71,44 +81,36 @@ class DrainStats:
     seconds: float = 0.0
 
 
-def _tagged(value: Any) -> Any:
-    """JSON for the AMQP field values JSON lacks, as one-key objects (``{"$binary": ...}``).
-
-    A tagged value is never a string, so an entry of ``CC`` that was bytes stays one RabbitMQ
-    ignores for routing.
-    """
-    if isinstance(value, (bytes, bytearray)):
-        return {"$binary": base64.b64encode(bytes(value)).decode("ascii")}
-    if isinstance(value, decimal.Decimal):
-        return {"$decimal": str(value)}
-    if isinstance(value, datetime.datetime):
-        return {"$timestamp": value.isoformat()}
-    raise TypeError(f"cannot archive a header value of type {type(value).__name__}")
+# Spark reads Parquet timestamps as microseconds in 64 bits: seconds beyond this overflow
+MAX_TIMESTAMP = (1 << 63) // 1_000_000 - 1
 
 
-def headers_json(headers: dict | None) -> str | None:
-    """The headers table as JSON text (None when absent); bytes, decimals and timestamps become
-    ``{"$binary": base64}``, ``{"$decimal": text}`` and ``{"$timestamp": iso}``."""
-    if headers is None:
-        return None
-    return json.dumps(headers, default=_tagged, ensure_ascii=False, separators=(",", ":"))
+def _text(raw: Any) -> Any:
+    """A short string as a Parquet string (bytes that are not UTF-8 with replacements)."""
+    if isinstance(raw, bytes):
+        return raw.decode("utf-8", "replace")
+    return raw
 
 
-def _row(method: Any, properties: Any, body: bytes, now: datetime.datetime) -> dict[str, Any]:
+def _row(exchange: bytes, routing_key: bytes, redelivered: bool, parts: list[bytes],
+         now: datetime.datetime) -> dict[str, Any]:
+    """One archive row from a delivery: exchange and routing key as short strings (length
+    octet first), the content frames as received."""
+    properties = decode_properties(parts[0])
+    timestamp = properties.timestamp
     row = {
-        "routing_key": method.routing_key,
+        "routing_key": _text(routing_key[1:]),
         "headers": headers_json(properties.headers),
-        "body": body,
-        "exchange": method.exchange,
-        "redelivered": bool(method.redelivered),
+        "body": frames.body_of(parts),
+        "exchange": _text(exchange[1:]),
+        "redelivered": redelivered,
         "delivery_mode": properties.delivery_mode,
         "priority": properties.priority,
-        "timestamp": (None if properties.timestamp is None else
-                      datetime.datetime.fromtimestamp(properties.timestamp, datetime.timezone.utc)),
+        "timestamp": timestamp if timestamp is None or timestamp <= MAX_TIMESTAMP else None,
         "drained_at": now,
     }
     for name in _PROPERTIES:
-        row[name] = getattr(properties, name)
+        row[name] = _text(getattr(properties, name))
     return row
 
 
@@ -227,6 +229,12 @@ def drain(uri: str, queue: str, out: str | os.PathLike, *, batch_size: int = 10_
     try:
         channel = connection.channel()
         channel.basic_qos(prefetch_count=batch_size)
+        deliveries: collections.deque[tuple] = collections.deque()
+        reader = frames.install(connection._impl)
+        reader.intercept(channel.channel_number,
+                         lambda tag, exchange, key, parts, _consumer, redelivered:
+                         deliveries.append((tag, exchange, key, redelivered, parts)),
+                         detailed=True)
         rows: list[dict[str, Any]] = []
         last_tag = 0
         oldest = 0.0
@@ -244,25 +252,39 @@ def drain(uri: str, queue: str, out: str | os.PathLike, *, batch_size: int = 10_
                  f"({stats.messages / elapsed:,.0f} msg/s)")
             rows = []
 
+        def unexpected(*_args: Any) -> None:  # deliveries go to the frame reader
+            raise DrainError("a delivery bypassed the frame reader")
+
+        channel.basic_consume(queue, unexpected, auto_ack=False)
         want = max_messages if max_messages is not None else float("inf")
-        for method, properties, body in channel.consume(queue, auto_ack=False,
-                                                        inactivity_timeout=idle_timeout):
-            if method is None:  # idle for idle_timeout: the queue is drained
-                break
+        last_seen = time.monotonic()
+        done = False
+        while not done:
+            connection.process_data_events(0 if deliveries else 0.05)
             now = time.monotonic()
-            if not rows:
-                oldest = now
-            rows.append(_row(method, properties, body,
-                             datetime.datetime.now(datetime.timezone.utc)))
-            last_tag = method.delivery_tag
-            if (len(rows) >= batch_size or stats.messages + len(rows) >= want
-                    or now - oldest >= flush_interval):
-                flush()
-                if stats.messages >= want:
+            if not deliveries:
+                if now - last_seen >= idle_timeout:  # the queue is drained
                     break
+                if rows and now - oldest >= flush_interval:
+                    flush()
+                continue
+            last_seen = now
+            while deliveries:
+                tag, exchange, key, redelivered, parts = deliveries.popleft()
+                if not rows:
+                    oldest = now
+                rows.append(_row(exchange, key, redelivered, parts,
+                                 datetime.datetime.now(datetime.timezone.utc)))
+                last_tag = tag
+                if (len(rows) >= batch_size or stats.messages + len(rows) >= want
+                        or now - oldest >= flush_interval):
+                    flush()
+                    if stats.messages >= want:
+                        # what was prefetched beyond goes back when the connection closes
+                        done = True
+                        break
         if rows:
             flush()
-        channel.cancel()  # rejects (requeues) what was prefetched but not written
     except pika.exceptions.ChannelClosedByBroker as exc:
         raise DrainError(f"{queue}: {exc.reply_code} {exc.reply_text}") from None
     except pika.exceptions.AMQPConnectionError as exc:

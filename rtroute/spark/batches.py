@@ -15,7 +15,6 @@ nulls in ``destinations``/``delivered_headers`` instead of failing the task.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import socket
 from collections import OrderedDict
@@ -30,6 +29,7 @@ import pyarrow.compute as pc
 from rtroute.core import MAX_BINDING_BYTES, MAX_QUERY_BYTES, ForwardMatcher, ReverseMatcher
 from rtroute.core.keys import decode_key
 from rtroute.routing import EXCHANGE_TYPES, PreconditionFailed, extra_routing_keys
+from rtroute.spark.header_json import HeaderJsonError, headers_from_json, value_json
 
 DESTINATIONS = "destinations"
 DELIVERED_HEADERS = "delivered_headers"
@@ -235,8 +235,9 @@ def decode_headers(column: pa.Array) -> tuple[list[Any], list[str | None]]:
     """The headers of each row as a dict (None when null) and a per-row decoding error.
 
     Accepted column types: a JSON string (or binary) holding an object, which keeps value types
-    exactly (a ``CC`` that is a string is RabbitMQ's 406); a struct; a map. In a struct or a map a
-    null value means the header is absent (a struct has a slot for every field in every row).
+    exactly (a ``CC`` that is a string is RabbitMQ's 406; the typed values a drain writes, see
+    :mod:`rtroute.spark.header_json`); a struct; a map. In a struct or a map a null value means
+    the header is absent (a struct has a slot for every field in every row).
 
     Raises:
         TypeError: any other column type (a schema error, not a row error).
@@ -252,9 +253,9 @@ def decode_headers(column: pa.Array) -> tuple[list[Any], list[str | None]]:
                 out.append(None)
                 continue
             try:
-                decoded = json.loads(text)
-            except ValueError as exc:
-                errors[i] = f"headers are not valid JSON: {exc}"
+                decoded = headers_from_json(text)
+            except HeaderJsonError as exc:
+                errors[i] = str(exc)
                 out.append(None)
                 continue
             if not isinstance(decoded, dict):
@@ -272,10 +273,11 @@ def decode_headers(column: pa.Array) -> tuple[list[Any], list[str | None]]:
 
 
 def header_text(value: Any) -> str:
-    """A delivered header value as text: a string as is, anything else as compact JSON."""
+    """A delivered header value as text: a string as is, anything else as compact JSON that
+    keeps its AMQP type (:func:`rtroute.spark.header_json.value_json`)."""
     if isinstance(value, str):
         return value
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+    return value_json(value)
 
 
 def _list_array(lists: list[list[str] | None]) -> pa.Array:
@@ -295,7 +297,8 @@ def _headers_array(headers: list[Any], errors: list[str | None]) -> pa.Array:
         if h and error is None:
             for name, value in h.items():
                 if name != "BCC":
-                    names.append(name)
+                    names.append(name if isinstance(name, str)
+                                 else name.decode("utf-8", "replace"))  # not UTF-8
                     texts.append(header_text(value))
                     counts[i] += 1
     return pa.MapArray.from_arrays(pa.array([0, *accumulate(counts)], pa.int32()),

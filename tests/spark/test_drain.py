@@ -81,11 +81,11 @@ def test_a_failed_write_leaves_its_messages_in_the_queue(broker_uri, queue, tmp_
     real_write = archive.write_part
     calls = []
 
-    def write_then_fail(rows, directory, name):
+    def write_then_fail(rows, directory, name, *mode):
         calls.append(len(rows))
         if len(calls) == 2:
             raise OSError(28, "No space left on device")
-        return real_write(rows, directory, name)
+        return real_write(rows, directory, name, *mode)
 
     monkeypatch.setattr(archive, "write_part", write_then_fail)
     with pytest.raises(OSError, match="No space left"):
