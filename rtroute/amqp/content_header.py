@@ -15,7 +15,7 @@ outside the years 1-9999 and on deep nesting).
 - :class:`ContentHeader`: change some properties and some header entries of a frame, keep the
   bytes of everything else (the shovel's ``publish_properties`` and forward headers).
 - :func:`dead_letter_header`: the frame of a dead letter (every property and header entry of
-  the message, plus the reason entries).
+  the message, plus the reason entries); :func:`dead_letter_frames` for a whole publish.
 
 Layout of a content header frame (``rtroute.amqp.frames`` has the frame itself)::
 
@@ -51,6 +51,7 @@ __all__ = [
     "HeadersSpan",
     "bcc_entry",
     "content_header_frame",
+    "dead_letter_frames",
     "dead_letter_header",
     "decode_headers",
     "decode_properties",
@@ -451,8 +452,7 @@ class ContentHeader:
 
     def rename_header(self, name: Any, new_name: Any) -> None:
         """Renames the entries called ``name``, their values kept byte for byte."""
-        head = encoded_name(new_name)
-        self._entries = [(new_name, head + e[e[0] + 1:]) if n == name else (n, e)
+        self._entries = [_renamed(new_name, e) if n == name else (n, e)
                          for n, e in self._table()]
 
     def header_entries(self) -> list[tuple[Any, bytes]]:
@@ -482,6 +482,11 @@ class ContentHeader:
         return _HEAD.pack(2, channel, len(payload)) + payload + b"\xce"
 
 
+def _renamed(name: Any, entry: bytes) -> tuple[Any, bytes]:
+    """The encoded ``entry`` under another name, its value kept byte for byte."""
+    return name, encoded_name(name) + entry[entry[0] + 1:]
+
+
 # -- dead letters --------------------------------------------------------------------------------
 ROUTING_HEADERS = ("CC", "BCC")
 INVALID_PREFIX = "x-rtroute-invalid-"
@@ -509,9 +514,11 @@ def dead_letter_header(header: bytes, channel: int, reasons: Mapping[str, Any] |
                for name, value in pairs]
     try:
         edited = ContentHeader(header)
-        for name, entry in edited.header_entries():
-            if name in ROUTING_HEADERS and entry[entry[0] + 1] != _ARRAY:
-                edited.rename_header(name, INVALID_PREFIX + name)
+        entries = edited.header_entries()
+        if any(n in ROUTING_HEADERS and e[e[0] + 1] != _ARRAY for n, e in entries):
+            edited._entries = [_renamed(INVALID_PREFIX + n, e)
+                               if n in ROUTING_HEADERS and e[e[0] + 1] != _ARRAY else (n, e)
+                               for n, e in entries]
         for name, entry in encoded:
             edited.set_encoded_header(name, entry)
         frame = edited.frame(channel)
@@ -530,3 +537,31 @@ def dead_letter_header(header: bytes, channel: int, reasons: Mapping[str, Any] |
         if len(frame) <= frame_max:
             return frame
     raise ValueError(f"the dead letter's reasons do not fit in a frame of {frame_max} bytes")
+
+
+def dead_letter_frames(data: bytes, method_frame: bytes,
+                       reasons: Mapping[str, Any] | Sequence[tuple[str, Any]],
+                       frame_max: int = 131072) -> tuple[bytes, int]:
+    """The publish frames ``data`` (a ``basic.publish`` method frame, then the content header
+    and body frames, as a confirm window writes them) made into those of a dead letter:
+    ``method_frame`` first (on the same channel), the content header through
+    :func:`dead_letter_header`, the body frames as they were; and how many frames.
+
+    Raises:
+        ValueError: ``data`` is not a method frame followed by content frames.
+    """
+    if len(data) < 8 or data[0] != 1:
+        raise ValueError("publish frames must start with a method frame")
+    header_at = 8 + _U32.unpack_from(data, 3)[0]
+    if len(data) < header_at + 8 or data[header_at] != 2:
+        raise ValueError("no content header frame after the method frame")
+    bodies_at = header_at + 8 + _U32.unpack_from(data, header_at + 3)[0]
+    header = data[header_at:bodies_at]
+    channel = _U16.unpack_from(header, 1)[0]
+    count = 2
+    pos = bodies_at
+    while pos < len(data):
+        pos += 8 + _U32.unpack_from(data, pos + 3)[0]
+        count += 1
+    return b"".join((method_frame, dead_letter_header(header, channel, reasons, frame_max),
+                     data[bodies_at:])), count

@@ -245,3 +245,20 @@ def test_a_dead_letter_that_would_outgrow_the_frame_keeps_only_its_reasons():
 def test_property_names_are_in_flag_order():
     assert PROPERTY_NAMES[0] == "content_type" and PROPERTY_NAMES[2] == "headers"
     assert PROPERTY_NAMES[-1] == "cluster_id" and len(PROPERTY_NAMES) == 14
+
+
+def test_publish_frames_become_a_dead_letter_with_their_body_frames_untouched():
+    from rtroute.amqp import frames
+    from rtroute.amqp.content_header import dead_letter_frames
+
+    header = raw_header(PRICE + MS_TIMESTAMP, 4, 6000, message_id="m")
+    bodies = [struct.pack(">BHI", 3, 4, n) + b"x" * n + b"\xce" for n in (4000, 2000)]
+    publish = frames.publish_frame(4, frames.shortstr("fwd"), frames.shortstr("k"), True)
+    dead_method = frames.publish_frame(4, frames.shortstr("rtroute.dead"),
+                                       frames.shortstr("k"), True)
+    data, count = dead_letter_frames(publish + header + b"".join(bodies), dead_method, REASONS)
+    assert count == 4
+    assert data.startswith(dead_method) and data.endswith(b"".join(bodies))
+    out = data[len(dead_method):len(data) - sum(map(len, bodies))]
+    assert out == dead_letter_header(header, 4, REASONS)
+    assert table_bytes(out).startswith(PRICE + MS_TIMESTAMP)
