@@ -116,6 +116,10 @@ RTROUTE_REQUIRE_NATIVE=1 "$host" -m build --outdir "$work/dist" "$tree" >"$work/
 sdist=$(ls "$work"/dist/*.tar.gz)
 wheel=$(ls "$work"/dist/*.whl)
 for f in "$sdist" "$wheel"; do say "  $(basename "$f") ($(du -k "$f" | cut -f1) KiB)"; done
+listing=$("$host" -m zipfile -l "$wheel")
+for member in 'rtroute/py\.typed' 'rtroute/core/_native\..*\.so'; do
+    grep -Eq "^$member " <<<"$listing" || { say "FAILED: the wheel lacks $member" >&2; exit 1; }
+done
 if grep -i "deprecat" "$work/build.log"; then
     say "FAILED: the build prints deprecation warnings (above)" >&2
     exit 1
