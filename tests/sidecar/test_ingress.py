@@ -6,11 +6,21 @@ import struct
 
 import pika
 import pika.spec
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pika import frame as pika_frame
 
 from rtroute.amqp import frames
-from rtroute.amqp.content_header import bcc_entry, headers_span, with_headers_table
+from rtroute.amqp.content_header import (
+    bcc_entry,
+    headers_span,
+    table_entries,
+    with_headers_table,
+)
+from rtroute.amqp.field_table import encode_value
 from rtroute.sidecar.ingress import IngressMessage
+
+from ..amqp.test_field_table import TABLE_ENTRIES
 
 DROP = ("x-rtroute-bcc", "BCC")
 
@@ -189,3 +199,21 @@ def test_a_dead_letter_keeps_every_property_and_header_and_adds_the_reason():
     original_end = headers_span(parts[0])[1]
     assert header[7:start] == parts[0][7:start] and header[end:] == parts[0][original_end:]
     assert data.endswith(frames.on_channel(parts[1], 3))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(entries=TABLE_ENTRIES, bcc=st.none() | st.tuples(st.text(max_size=5)))
+def test_every_table_is_republished_byte_for_byte_but_alias_and_bcc(entries, bcc):
+    m = IngressMessage("ex", 1, False, frames.shortstr("a"), raw_delivery(entries))
+    assert m.error is None
+    full = m.headers
+    for name in ("CC", "BCC", "x-rtroute-bcc"):  # the routing view: each name's first entry
+        if name in full:
+            assert encode_value(m.routing_headers[name]) == encode_value(full[name])
+    data, _count = m.republish_frames(9, b"", DROP, bcc)
+    header = data[:8 + struct.unpack_from(">I", data, 3)[0]]
+    start, end = headers_span(header)
+    original = raw_delivery(entries)[0]
+    kept = [original[s:e] for n, s, e in table_entries(original, headers_span(original))
+            if n not in DROP]
+    assert header[start + 4:end] == b"".join(kept) + (bcc_entry(bcc) if bcc else b"")
