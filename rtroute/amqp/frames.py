@@ -34,11 +34,13 @@ __all__ = [
     "PublishFrames",
     "body_of",
     "body_size",
+    "content_header_size",
     "decode_properties",
     "emit",
     "header_frame",
     "install",
     "on_channel",
+    "properties_frame_size",
     "publish_frame",
     "rechannel",
     "shortstr",
@@ -126,6 +128,22 @@ def rechannel(parts: list[bytes], channel: int, frame_max: int) -> list[bytes]:
         piece = body[start:start + chunk]
         out.append(_FRAME_HEAD.pack(FRAME_BODY, channel, len(piece)) + piece + FRAME_END)
     return out
+
+
+def content_header_size(data: bytes) -> int:
+    """The size, frame head and end included, of the content header frame in ``data``: a
+    ``basic.publish`` method frame followed by its content frames, as a window writes them."""
+    method_end = 8 + _U32(data, 3)[0]
+    return 8 + _U32(data, method_end + 3)[0]
+
+
+def properties_frame_size(body_size: int, properties: pika.spec.BasicProperties) -> int:
+    """The size of the content header frame that would carry ``properties``.
+
+    Raises:
+        Exception: what pika raises for a value it cannot encode.
+    """
+    return len(Header(0, body_size, properties).marshal())
 
 
 def body_of(parts: list[bytes]) -> bytes:
