@@ -70,6 +70,8 @@ from pika.adapters.select_connection import IOLoop
 
 from rtroute.amqp import ManagementClient, ManagementError, declare_async, frames, parse_uri
 from rtroute.amqp.broker_identity import identity_from_server_properties
+from rtroute.amqp.content_header import ContentHeader, decode_properties
+from rtroute.amqp.field_table import FieldTable, Int64
 from rtroute.amqp.uri import AmqpUri
 from rtroute.shovel.config import ShovelConfig
 from rtroute.shovel.status import ShovelState, ShovelStatus, scrub
@@ -202,7 +204,7 @@ class _Filter:
                 return False
         if self._selector is not None:
             header = entry.parts[0]
-            properties = frames.decode_properties(header)
+            properties = decode_properties(header)  # without loss: a double stays a double
             facts = self._facts(properties=properties, body_size=frames.body_size(header),
                                 exchange=entry.exchange[1:].decode("utf-8", "replace"))
             return bool(self._selector.matches(properties.headers or {}, message=facts))
@@ -929,31 +931,28 @@ class _Session:
 
     def _transform(self, entry: _Entry) -> None:
         """Apply publish_properties, then the forward and timestamp headers (the plugin's
-        order), and re-encode the content header."""
+        order). Only what they change is encoded again: every other property and header entry
+        keeps its bytes (:class:`rtroute.amqp.content_header.ContentHeader`)."""
         cfg = self.cfg
         header = entry.parts[0]
-        props = frames.decode_properties(header)
+        edited = ContentHeader(header)
         for key, value in cfg.publish_properties.items():
-            setattr(props, key, dict(value) if key == "headers" else value)
+            edited.set(key, dict(value) if key == "headers" else value)
         if self.forward_table is not None:
-            headers = props.headers if props.headers is not None else {}
-            previous = headers.get(ROUTING_HEADER)
+            previous = edited.header(ROUTING_HEADER)
             if isinstance(previous, list):
-                headers[ROUTING_HEADER] = [self.forward_table, *previous]
+                edited.set_header(ROUTING_HEADER, [self.forward_table, *previous])
             else:
                 if previous is not None:
-                    invalid = headers.get(INVALID_HEADERS)
-                    invalid = dict(invalid) if isinstance(invalid, dict) else {}
+                    invalid = edited.header(INVALID_HEADERS)
+                    invalid = invalid.copy() if isinstance(invalid, FieldTable) else FieldTable()
                     invalid[ROUTING_HEADER] = [previous]
-                    headers[INVALID_HEADERS] = invalid
-                headers[ROUTING_HEADER] = [self.forward_table]
-            props.headers = headers
+                    edited.set_header(INVALID_HEADERS, invalid)
+                edited.set_header(ROUTING_HEADER, [self.forward_table])
         if cfg.dest_add_timestamp_header:
-            headers = props.headers if props.headers is not None else {}
-            headers[TIMESTAMP_HEADER] = int(time.time())
-            props.headers = headers
+            edited.set_header(TIMESTAMP_HEADER, Int64(int(time.time())))  # the plugin's long
         channel = header[1] << 8 | header[2]
-        entry.parts = [frames.header_frame(channel, header, props), *entry.parts[1:]]
+        entry.parts = [edited.frame(channel), *entry.parts[1:]]
 
     def _publish(self, entry: _Entry) -> None:
         exchange = self.fixed_exchange if self.fixed_exchange is not None else entry.exchange

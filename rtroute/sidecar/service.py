@@ -24,6 +24,7 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import logging
+import struct
 import threading
 import time
 import urllib.parse
@@ -48,6 +49,7 @@ from rtroute.amqp import (
     parse_uri,
 )
 from rtroute.amqp.broker_identity import identity_from_server_properties
+from rtroute.amqp.content_header import dead_letter_frames
 from rtroute.amqp.management import WrongBroker
 from rtroute.config import ExchangeConfig
 from rtroute.divert import (
@@ -1158,7 +1160,8 @@ class Sidecar:
         c.received += len(batch)
         c.redelivered += sum(1 for m in batch if m.redelivered)
         if not self.diverts.watches(name):
-            decisions = ex.router.decide_many([(m.routing_key, m.headers) for m in batch])
+            decisions = ex.router.decide_many([(m.routing_key, m.routing_headers)
+                                               for m in batch])
             return [(d if m.error is None else Decision(error=m.error), None)
                     for m, d in zip(batch, decisions)]
         evaluate = self.diverts.evaluate
@@ -1169,7 +1172,7 @@ class Sidecar:
         else:
             verdicts = [None if m.error else evaluate(name, m.headers) for m in batch]
         decisions = iter(ex.router.decide_many(
-            [(m.routing_key, m.headers) for m, v in zip(batch, verdicts)
+            [(m.routing_key, m.routing_headers) for m, v in zip(batch, verdicts)
              if v is not None and v.original]))
         return [(Decision(error=m.error), None) if v is None else
                 (next(decisions) if v.original else None, v)
@@ -1208,11 +1211,7 @@ class Sidecar:
             c.dead_lettered += 1
             LOG.warning("exchange %s: dead-lettering a message: %s", ex.spec.name,
                         decision.error)
-            if m.error is not None:  # nothing of its properties can be trusted
-                return [self._dead_letter(ex, routing_key, {}, {}, m.body, decision.error,
-                                          pending)]
-            return [self._dead_letter(ex, routing_key, m.props, decision.headers, m.body,
-                                      decision.error, pending)]
+            return [self._dead_letter_frames(m, routing_key, decision.error, pending)]
         if decision.unroutable:
             ex.note_unroutable(routing_key)
         elif not ex.broker_routed:
@@ -1271,13 +1270,25 @@ class Sidecar:
                 error = f"divert {divert.name!r}: {exc}"
             except ValueError as exc:
                 error = f"divert {divert.name!r}: {exc}"
-        if error is not None:
-            divert.dead_lettered += 1
-            LOG.warning("exchange %s: dead-lettering a diverted copy: %s", ex.spec.name, error)
-            return self._dead_letter(ex, message.routing_key, message.properties,
-                                     message.headers, message.body, error, pending, divert)
-        properties = pika.BasicProperties(headers=headers or None, **message.properties)
-        return _Out(exchange, key, properties, message.body, pending, COPY, divert)
+        publish_frames = self._publish_frames
+        assert publish_frames is not None  # deliveries come once the window is open
+        if error is None:
+            try:
+                data, count = message.publish_frames(
+                    publish_frames.channel, publish_frames.get(exchange, key),
+                    self._frame_max, headers)
+            except ValueError as exc:  # a value AMQP (or RabbitMQ) cannot take, too large
+                error = f"divert {divert.name!r}: {exc}"
+            else:
+                return _Out(exchange, key, None, message.body, pending, COPY, divert,
+                            frames=data, frame_count=count)
+        divert.dead_lettered += 1
+        LOG.warning("exchange %s: dead-lettering a diverted copy: %s", ex.spec.name, error)
+        data, count = message.dead_letter_frames(
+            publish_frames.channel, publish_frames.get(DEAD_LETTER_EXCHANGE, message.routing_key),
+            self._reasons(ex, error, divert), self._frame_max)
+        return _Out(DEAD_LETTER_EXCHANGE, message.routing_key, None, message.body, pending,
+                    DEAD, divert, frames=data, frame_count=count)
 
     def _look_again(self, address: str, waiting: tuple) -> bool:
         """Asks the broker again what ``address`` is, and parks ``waiting`` (the arguments of
@@ -1306,6 +1317,27 @@ class Sidecar:
             assert out is not None
             self._queue.append(out)
         self._drain_queue()
+
+    @staticmethod
+    def _reasons(ex: ManagedExchange, reason: str, divert: Divert | None = None
+                 ) -> dict[str, str]:
+        """The header entries a dead letter adds to the message's own."""
+        reasons = {ERROR_HEADER: reason, SOURCE_HEADER: ex.spec.name}
+        if divert is not None:
+            reasons[DIVERT_HEADER] = divert.name
+        return reasons
+
+    def _dead_letter_frames(self, m: IngressMessage, routing_key: str, reason: str,
+                            pending: _Pending) -> _Out:
+        """The dead letter of ingress message ``m``: every property and header entry as
+        received (byte for byte), plus the reason entries."""
+        publish_frames = self._publish_frames
+        assert publish_frames is not None  # deliveries come once the window is open
+        data, count = m.dead_letter_frames(
+            publish_frames.channel, publish_frames.get(DEAD_LETTER_EXCHANGE, routing_key),
+            self._reasons(m.exchange, reason), self._frame_max)
+        return _Out(DEAD_LETTER_EXCHANGE, routing_key, None, m.body, pending, DEAD,
+                    frames=data, frame_count=count)
 
     def _dead_letter(self, ex: ManagedExchange, routing_key: str, props: Any, headers: dict,
                      body: bytes, reason: str, pending: _Pending,
@@ -1363,14 +1395,15 @@ class Sidecar:
         connection's ``frame_max`` would make RabbitMQ close the whole connection
         (``FRAME_ERROR``), stalling every exchange and redelivering the message for ever."""
         frame_max = self._frame_max
-        try:
-            if out.frames is not None:
-                size = frames.content_header_size(out.frames)
-            elif out.properties is not None:
+        if out.frames is not None:
+            size = frames.content_header_size(out.frames)
+        elif out.properties is not None:
+            try:
                 size = frames.properties_frame_size(len(out.body), out.properties)
-            else:
-                return None
-        except Exception:  # noqa: BLE001 - unencodable: publishing says why (_unencodable)
+            except (TypeError, ValueError, OverflowError, struct.error,
+                    pika.exceptions.AMQPError):
+                return None  # unencodable: publishing it says why (_unencodable)
+        else:
             return None
         # RabbitMQ takes a frame whose payload fits in frame_max (rabbit_reader's
         # FRAME_SIZE_FUDGE forgives the 8 bytes of frame head and end): take what it takes
@@ -1406,7 +1439,7 @@ class Sidecar:
     def _minimal_dead_letter(self, out: _Out, reason: str) -> _Out:
         """A dead letter with only the reason, the source and the message id (the message's
         own properties are what cannot be published)."""
-        if out.role == DEAD:
+        if out.role == DEAD and out.properties is not None:
             reason = f"{out.properties.headers.get(ERROR_HEADER)}; then {reason}"
         LOG.warning("exchange %s: dead-lettering: %s", out.pending.exchange.spec.name, reason)
         headers = {ERROR_HEADER: reason, SOURCE_HEADER: out.pending.exchange.spec.name}
@@ -1442,11 +1475,21 @@ class Sidecar:
                           f"{': no such queue' if not out.exchange else ''}")
                 LOG.warning("exchange %s: dead-lettering a diverted copy: %s",
                             pending.exchange.spec.name, reason)
-                headers = dict(out.properties.headers or {}) if out.properties else {}
                 pending.remaining += 1
-                self._queue.append(self._dead_letter(
-                    pending.exchange, out.routing_key, out.properties, headers, out.body,
-                    reason, pending, out.divert))
+                if out.frames is not None:
+                    publish_frames = self._publish_frames
+                    assert publish_frames is not None
+                    data, count = dead_letter_frames(
+                        out.frames, publish_frames.get(DEAD_LETTER_EXCHANGE, out.routing_key),
+                        self._reasons(pending.exchange, reason, out.divert), self._frame_max)
+                    self._queue.append(_Out(DEAD_LETTER_EXCHANGE, out.routing_key, None,
+                                            out.body, pending, DEAD, out.divert, frames=data,
+                                            frame_count=count))
+                else:
+                    headers = dict(out.properties.headers or {}) if out.properties else {}
+                    self._queue.append(self._dead_letter(
+                        pending.exchange, out.routing_key, out.properties, headers, out.body,
+                        reason, pending, out.divert))
                 self._connection.ioloop.call_later(0, self._drain_queue)
             else:
                 out.divert.forwarded += 1

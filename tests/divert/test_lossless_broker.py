@@ -22,18 +22,11 @@ from rtroute.amqp.content_header import (
     table_entries,
     with_headers_table,
 )
-from rtroute.sidecar.service import Sidecar
 
 from ..conftest import wait_for
 from .conftest import depth, wait_depth
 
-pytestmark = [
-    pytest.mark.broker,
-    # until rtroute/sidecar/service.py publishes copies and dead letters as frames (issue 13);
-    # remove this marker with that change
-    pytest.mark.xfail(not hasattr(Sidecar, "_dead_letter_frames"), strict=True,
-                      reason="the sidecar still builds copies and dead letters with pika"),
-]
+pytestmark = pytest.mark.broker
 
 
 def entry(name: str, value: bytes) -> bytes:

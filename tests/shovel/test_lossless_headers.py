@@ -3,7 +3,6 @@ a selector sees a double as a double, and the x-shovelled and timestamp entries 
 a table pika could not even decode (a millisecond timestamp, 1,000 levels of nesting)."""
 from __future__ import annotations
 
-import inspect
 import struct
 import time
 
@@ -18,18 +17,11 @@ from rtroute.amqp.content_header import (
     table_entries,
 )
 from rtroute.amqp.field_table import FieldTable, Float32, Int64, Timestamp
-from rtroute.shovel import worker as shovel_worker
 
 from ..conftest import BROKER_URI, wait_for
 from .conftest import declare_queue, depth, toml_shovel, wait_depth
 
-pytestmark = [
-    pytest.mark.broker,
-    # until rtroute/shovel/worker.py reads and edits headers with rtroute.amqp.content_header
-    # (issue 13); remove this marker with that change
-    pytest.mark.xfail("ContentHeader" not in inspect.getsource(shovel_worker), strict=True,
-                      reason="the shovel still decodes and re-encodes headers with pika"),
-]
+pytestmark = pytest.mark.broker
 
 MS = 1_700_000_000_123  # Date.now() of a Node.js client, sent as an AMQP timestamp
 
