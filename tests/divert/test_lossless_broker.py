@@ -207,3 +207,28 @@ def take_from_shared_dead_letters(uri: str, message_id: str) -> None:
                     found = True
     finally:
         conn.close()  # the others are requeued
+
+
+def test_an_anycast_divert_to_a_queue_made_a_second_before_moves_a_double_above_the_filter(
+        run_config, channel, managed, objects, broker_uri):
+    """Issue 13's case: an exclusive ANYCAST divert with ``price > 10.5`` whose target queue
+    is created 1 s before the publish moves 10.7 (intact) there and lets 10.2 through."""
+    prices = managed("anycast-late")
+    target = f"{prices}.late"
+    sc = run_config([{"name": prices, "kind": "topic"}],
+                    [{"name": f"{prices}-d", "address": prices, "forwarding_address": target,
+                      "filter": "price > 10.5", "exclusive": True,
+                      "routing_type": "ANYCAST"}])
+    local = objects.queue(f"{prices}.local", bind=(f"{prices}.bindings", "#"))
+    objects.queue(target)
+    time.sleep(1)
+    publish_raw(broker_uri, prices, "k", entry("price", double(10.7)), b"10.7")
+    publish_raw(broker_uri, prices, "k", entry("price", double(10.2)), b"10.2")
+    wait_depth(channel, target, 1)
+    wait_depth(channel, local, 1)
+    ((_, moved),) = raw_consume(broker_uri, target, 1)
+    assert frames.body_of(moved) == b"10.7"
+    assert entries_of(moved[0])["price"] == entry("price", double(10.7))
+    ((_, stayed),) = raw_consume(broker_uri, local, 1)
+    assert frames.body_of(stayed) == b"10.2"
+    assert sc.exchange(prices)["dead_lettered"] == 0
