@@ -183,7 +183,8 @@ def run(config_path: str | None, uri: str | None, management_uri: str | None, rt
 
 
 @main.command()
-@click.option("--uri", default="amqp://guest:guest@127.0.0.1:5672/%2F", show_default=True)
+@click.option("--uri", default="amqp://guest:guest@127.0.0.1:5672/%2F", show_default=True,
+              envvar="RTROUTE_URI", show_envvar=True)
 @click.option("--management-uri", "management_uri", default=None,
               help="Management API of that broker, for the sidecar.  [default: "
                    "http://HOST:15672/, right for a broker on the default ports only]")
@@ -204,7 +205,8 @@ def demo(uri: str, management_uri: str | None) -> None:
 
 
 @main.command()
-@click.option("--uri", default="amqp://guest:guest@127.0.0.1:5672/%2F", show_default=True)
+@click.option("--uri", default="amqp://guest:guest@127.0.0.1:5672/%2F", show_default=True,
+              envvar="RTROUTE_URI", show_envvar=True)
 @click.option("--exchange", required=True, help="Exchange to publish to.")
 @click.option("--routing-key", default="", help="Routing key (may hold * and # for rtopic).")
 @click.option("-n", "--count", default=10_000, show_default=True, type=click.IntRange(1))
@@ -304,7 +306,8 @@ def bench_spark(messages: int, bindings: int, master: str) -> None:
 
 
 @bench.command("divert")
-@click.option("--uri", default="amqp://guest:guest@127.0.0.1:5672/%2F", show_default=True)
+@click.option("--uri", default="amqp://guest:guest@127.0.0.1:5672/%2F", show_default=True,
+              envvar="RTROUTE_URI", show_envvar=True)
 def bench_divert(uri: str) -> None:
     """A managed exchange with 0, 1 and 10 filtered diverts vs a native topic exchange."""
     from rtroute.bench.divert import run
@@ -313,7 +316,8 @@ def bench_divert(uri: str) -> None:
 
 
 @bench.command("sidecar")
-@click.option("--uri", default="amqp://guest:guest@127.0.0.1:5672/%2F", show_default=True)
+@click.option("--uri", default="amqp://guest:guest@127.0.0.1:5672/%2F", show_default=True,
+              envvar="RTROUTE_URI", show_envvar=True)
 @click.option("--prefetch", default=1000, show_default=True, type=click.IntRange(1, 65535),
               help="The sidecar's ingress prefetch window.")
 @click.option("--repeat", default=3, show_default=True, type=click.IntRange(1, 50),
@@ -326,7 +330,8 @@ def bench_sidecar(uri: str, prefetch: int, repeat: int) -> None:
 
 
 @bench.command("confirms")
-@click.option("--uri", default="amqp://guest:guest@127.0.0.1:5672/%2F", show_default=True)
+@click.option("--uri", default="amqp://guest:guest@127.0.0.1:5672/%2F", show_default=True,
+              envvar="RTROUTE_URI", show_envvar=True)
 @click.option("--persistent", is_flag=True, help="delivery_mode 2 (the broker fsyncs).")
 def bench_confirms(uri: str, persistent: bool) -> None:
     """Transactions vs synchronous confirms vs windowed confirms, in one run."""

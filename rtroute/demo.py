@@ -60,10 +60,12 @@ def run(uri: str, echo: Callable[[str], None] = print,
     name = f"rtroute.demo.{uuid.uuid4().hex[:6]}"
     port = free_port()
     echo(f"broker: {mask_uri(uri)}; starting the sidecar for exchange {name!r} ...")
-    management = ["--management-uri", management_uri] if management_uri else []
+    env = dict(os.environ, RTROUTE_URI=uri)  # not in argv, where ps shows it to every user
+    if management_uri:
+        env["RTROUTE_MANAGEMENT_URI"] = management_uri
     proc = subprocess.Popen(
-        [sys.executable, "-m", "rtroute.cli", "run", "--uri", uri, *management, "--rtopic", name,
-         "--http", f"127.0.0.1:{port}", "--log-level", "WARNING"], env=dict(os.environ))
+        [sys.executable, "-m", "rtroute.cli", "run", "--rtopic", name,
+         "--http", f"127.0.0.1:{port}", "--log-level", "WARNING"], env=env)
     conn = connect_blocking(uri)
     ch = conn.channel()
     queues = {q: f"{name}.{q}" for q in PLUGIN_QUEUES}

@@ -83,10 +83,10 @@ def run_scenario(uri: str, scenario: Scenario, echo: Callable[[str], None],
     ch = conn.channel()
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "rtroute.cli", "run", "--uri", uri, "--rtopic", name,
+        [sys.executable, "-m", "rtroute.cli", "run", "--rtopic", name,
          "--http", f"127.0.0.1:{port}", "--log-level", "WARNING", "--name", f"bench-{tag}",
          "--prefetch", str(prefetch)],
-        env=dict(os.environ))
+        env=dict(os.environ, RTROUTE_URI=uri))  # not in argv, where ps shows it
     queues = [f"{name}.q{i}" for i in range(scenario.matched)]
     # CPU per message of the broker (when it runs on this machine) and of the sidecar
     broker_pid = find_process("beam.smp") if is_loopback(parse_uri(uri).host) else None

@@ -277,6 +277,7 @@ def diff_command(messages_path: str, before_path: str, after_path: str, out_path
 
 @spark.command("drain")
 @click.option("--uri", default="amqp://guest:guest@127.0.0.1:5672/%2F", show_default=True,
+              envvar="RTROUTE_URI", show_envvar=True,
               help="Broker URI.")
 @click.option("--queue", required=True, help="Queue to drain (it must exist).")
 @click.option("--out", "out_path", required=True, type=click.Path(file_okay=False),
