@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import dataclasses
 import logging
+import queue
 import struct
 import threading
 import time
@@ -82,6 +84,7 @@ SOURCE_HEADER = "x-rtroute-exchange"
 DIVERT_HEADER = "x-rtroute-divert"
 REPROBE_INTERVAL = 10.0  # seconds between looks for forwarding addresses that did not exist
 UNROUTABLE_LOG_INTERVAL = 10.0  # seconds between two log lines about unroutable messages
+TRANSFORMER_BUDGET = 5.0  # seconds a divert transformer may take for one copy
 LOOK_AGAIN_INTERVAL = 1.0  # at most one look per second at an address a copy found missing
 METHOD_FRAME_CACHE = 10_000  # basic.publish frames kept, by (exchange, routing key)
 DIVERT_SYNC_INTERVAL = 5.0  # seconds between readings of the stored diverts (persist_diverts)
@@ -482,6 +485,10 @@ class Sidecar:
         self._probe: AddressProbe | None = None
         # copies parked while their forwarding address is looked up again, and when it was
         self._awaiting_target: dict[str, list[tuple]] = {}
+        # transformers run here, off the ioloop; diverts whose transformer overran its budget
+        self._transformer_jobs: queue.SimpleQueue[Callable[[], Any]] = queue.SimpleQueue()
+        self._transformer_thread: threading.Thread | None = None
+        self._stuck_transformers: set[str] = set()
         self._looked_at: dict[str, float] = {}
         self._reprobe_timer: Any = None
         self.connects = 0
@@ -1239,12 +1246,84 @@ class Sidecar:
         outs = []
         for divert in verdict.fired:
             for address in divert.forwarding_addresses:
-                copy = make_copy(original, divert, address, source, ex.spec.max_hops,
-                                 divert.transformer)
+                if divert.transformer is not None:
+                    self._transform_later(ex, divert, address, original, pending)
+                    continue
+                copy = make_copy(original, divert, address, source, ex.spec.max_hops)
                 out = self._copy_out(ex, divert, address, copy, pending)
                 if out is not None:
                     outs.append(out)
         return outs
+
+    def _transform_later(self, ex: ManagedExchange, divert: Divert, address: str,
+                         original: Message, pending: _Pending) -> None:
+        """Makes the copy with the divert's transformer on a worker thread, never on the
+        ioloop: a transformer is user code, and one that hangs must not stall every exchange.
+        The copy waits (``pending.deferred``) for its result, at most ``TRANSFORMER_BUDGET``
+        seconds; then it is dead-lettered, and so are the divert's next copies while its
+        transformer still runs (the worker is busy: a stuck transformer is said once)."""
+        source = ex.spec.name
+        pending.deferred += 1
+        ioloop = self._connection.ioloop
+        state = {"done": False}
+
+        def finish(copy: Any) -> None:
+            if state["done"]:
+                return
+            state["done"] = True
+            if pending not in self._unsettled:  # the connection went: it is redelivered
+                return
+            pending.deferred -= 1
+            out = self._copy_out(ex, divert, address, copy, pending)
+            if out is not None:
+                self._queue.append(out)
+            self._drain_queue()
+
+        def refused(reason: str) -> None:
+            copy = make_copy(original, divert, address, source, ex.spec.max_hops)
+            finish(dataclasses.replace(copy, error=f"divert {divert.name!r}: {reason}"))
+
+        if divert.name in self._stuck_transformers:
+            ioloop.call_later(0, lambda: refused(
+                f"transformer {divert.config.transformer!r} is still running an earlier copy "
+                f"(over {TRANSFORMER_BUDGET:g} s)"))
+            return
+
+        def work() -> None:
+            copy = make_copy(original, divert, address, source, ex.spec.max_hops,
+                             divert.transformer)
+            self._call_in_ioloop(lambda: (self._stuck_transformers.discard(divert.name),
+                                          finish(copy)))
+
+        def overdue() -> None:
+            if state["done"]:
+                return
+            if divert.name not in self._stuck_transformers:
+                self._stuck_transformers.add(divert.name)
+                LOG.error("divert %s: transformer %r has run for over %g s: its copies are "
+                          "dead-lettered until it returns", divert.name,
+                          divert.config.transformer, TRANSFORMER_BUDGET)
+            refused(f"transformer {divert.config.transformer!r} took over "
+                    f"{TRANSFORMER_BUDGET:g} s")
+
+        if self._transformer_thread is None:
+            self._transformer_thread = threading.Thread(
+                target=self._run_transformers, name="rtroute-transformer", daemon=True)
+            self._transformer_thread.start()
+        self._transformer_jobs.put(work)
+        ioloop.call_later(TRANSFORMER_BUDGET, overdue)
+
+    def _run_transformers(self) -> None:
+        """The transformer thread: one copy at a time, in order (a daemon: a transformer that
+        never returns cannot hold the process at exit)."""
+        while True:
+            self._transformer_jobs.get()()
+
+    def _call_in_ioloop(self, callback: Callable[[], Any]) -> None:
+        try:
+            self._connection.ioloop.add_callback_threadsafe(callback)
+        except Exception:  # noqa: BLE001 - the ioloop is gone: its messages are redelivered
+            LOG.debug("a transformer finished after the ioloop closed")
 
     def _copy_out(self, ex: ManagedExchange, divert: Divert, address: str, copy: Any,
                   pending: _Pending, looked: bool = False) -> _Out | None:

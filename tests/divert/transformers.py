@@ -36,3 +36,11 @@ def bad_cc(message: Message) -> Message:
 def unencodable(message: Message) -> Message:
     message.headers["x-object"] = object()  # AMQP has no field type for this
     return message
+
+
+def hang(message: Message) -> Message:
+    """A transformer that never returns (a bug, a deadlock, a blocking call)."""
+    import threading
+
+    threading.Event().wait()
+    return message
