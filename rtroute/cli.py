@@ -131,7 +131,7 @@ def run(config_path: str | None, uri: str | None, management_uri: str | None, rt
         from rtroute.config import ConfigError, derive_management_uri, load
 
         try:
-            config = load(config_path)
+            config = load(config_path, token_given=bool(token))
         except ConfigError as exc:
             raise click.ClickException(str(exc)) from None
         specs = list(config.exchanges)
@@ -179,6 +179,8 @@ def run(config_path: str | None, uri: str | None, management_uri: str | None, rt
         serve(sidecar, http_listen or "127.0.0.1:9419", token, shovels=shovels,
               allow_unauthenticated_changes=allow_changes, protect_reads=protect_reads)
     except (SidecarFatal, ListenError) as exc:
+        raise click.ClickException(str(exc)) from None
+    except ValueError as exc:  # e.g. an endpoint beyond loopback without a token
         raise click.ClickException(str(exc)) from None
 
 

@@ -241,8 +241,12 @@ class Config:
 # ---------------------------------------------------------------------------------- loading
 
 
-def load(path: str | os.PathLike) -> Config:
+def load(path: str | os.PathLike, token_given: bool = False) -> Config:
     """Read and validate an ``rtroute.toml``.
+
+    ``token_given``: the HTTP token comes from elsewhere (``--token``), so a non-loopback
+    ``[http] listen`` without ``token`` is fine. ``RTROUTE_HTTP_TOKEN`` or
+    ``RTROUTE_HTTP_TOKEN_FILE`` in the environment count as given too.
 
     Raises:
         ConfigError: the file cannot be read, is larger than 4 MiB, is not TOML, or a value is
@@ -260,10 +264,10 @@ def load(path: str | os.PathLike) -> Config:
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         raise ConfigError("the config file is not UTF-8", line, name) from None
-    return loads(text, name)
+    return loads(text, name, token_given)
 
 
-def loads(text: str, path: str | None = "rtroute.toml") -> Config:
+def loads(text: str, path: str | None = "rtroute.toml", token_given: bool = False) -> Config:
     """Validate ``rtroute.toml`` text; ``path`` only names the file in error messages.
 
     Raises:
@@ -276,7 +280,8 @@ def loads(text: str, path: str | None = "rtroute.toml") -> Config:
             what = "section" if isinstance(value, (Mapping, list)) else "top-level key"
             raise where.error((key,), f"unknown {what} '{key}'" + suggest(key, SECTIONS))
     broker = _parse_broker(_section(data, where, "broker"))
-    http = _parse_http(_section(data, where, "http"))
+    http = _parse_http(_section(data, where, "http"), token_given or bool(
+        os.environ.get("RTROUTE_HTTP_TOKEN") or os.environ.get("RTROUTE_HTTP_TOKEN_FILE")))
     exchanges = [
         _parse_exchange(TableReader(item, ("exchange", i), where, f"exchange #{i + 1}"))
         for i, item in enumerate(_entries(data, where, "exchange"))
@@ -382,7 +387,7 @@ def derive_management_uri(amqp_uri: str) -> str:
     return f"{scheme}://{quote(user, safe='')}:{quote(password, safe='')}@{host}:{port}/"
 
 
-def _parse_http(reader: TableReader) -> HttpConfig:
+def _parse_http(reader: TableReader, token_given: bool = False) -> HttpConfig:
     listen = reader.string("listen", default=DEFAULT_LISTEN, empty=False)
     try:
         host, _port = split_listen(listen)
@@ -394,9 +399,10 @@ def _parse_http(reader: TableReader) -> HttpConfig:
     protect_reads = reader.boolean("protect_reads", default=False)
     allowed = _transformer_list(reader, "allowed_transformers")
     reader.finish()
-    if token is None and not is_loopback(host):
+    if token is None and not token_given and not is_loopback(host):
         raise reader.error_at(("listen",), f"listen {listen!r} is not a loopback address, so "
-                              "a token is required (token = \"...\")")
+                              "a token is required (token = \"...\", or RTROUTE_HTTP_TOKEN / "
+                              "RTROUTE_HTTP_TOKEN_FILE / rtroute run --token)")
     return HttpConfig(listen=listen, token=token, persist_diverts=persist,
                       allow_unauthenticated_changes=allow_changes, protect_reads=protect_reads,
                       allowed_transformers=allowed)

@@ -37,6 +37,7 @@ from typing import Any, Callable
 import pika
 import pika.exceptions
 
+from rtroute import sd_notify
 from rtroute.amqp import (
     BindingWatcher,
     ConfirmWindow,
@@ -494,6 +495,7 @@ class Sidecar:
         self.connects = 0
         self.last_error: str | None = None
         self.fatal_error: str | None = None
+        self._notified_ready = False  # systemd (Type=notify) told once every exchange consumes
         self.internal_errors = 0
         self._frame_max = 131072  # the connection's, once negotiated
         self._internal_errors_seen: dict[str, float] = {}
@@ -964,6 +966,10 @@ class Sidecar:
         ex.consumer_tag = ch.basic_consume(ex.spec.ingress_queue, self._on_unexpected_message)
         self._consumers[ex.consumer_tag] = ex
         ex.set_state("running")
+        if not self._notified_ready and all(e.state == "running"
+                                            for e in self.exchanges.values()):
+            self._notified_ready = True
+            sd_notify.notify(f"READY=1\nSTATUS=serving {len(self.exchanges)} exchange(s)")
         LOG.info("exchange %s: consuming %s (%s bindings known)", ex.spec.name,
                  ex.spec.ingress_queue,
                  "broker-routed, no" if ex.broker_routed else len(ex.router.bindings()))
@@ -1044,6 +1050,7 @@ class Sidecar:
 
     def _begin_stop(self, drain_timeout: float) -> None:
         self._stopping = True
+        sd_notify.notify("STOPPING=1")
         if self._probe is not None:
             self._probe.cancel()
             self._probe = None
