@@ -69,19 +69,13 @@ _SINGLE_HEADERS = ("host", "content-length", "authorization", "content-type", "o
                    "transfer-encoding")
 
 
-def prometheus_text(status: dict) -> str:
-    """Renders ``status["metrics"]``: ``{name: {"help": str, "type": str, "samples":
-    [(labels dict, value)]}}`` in the Prometheus text format."""
-    lines = []
-    for name, metric in sorted(status.get("metrics", {}).items()):
-        lines.append(f"# HELP {name} {metric.get('help', name)}")
-        lines.append(f"# TYPE {name} {metric.get('type', 'counter')}")
-        for labels, value in metric.get("samples", []):
-            label_text = ",".join(
-                f'{k}="{str(v).replace(chr(92), chr(92) * 2).replace(chr(34), chr(92) + chr(34))}"'
-                for k, v in sorted(labels.items()))
-            lines.append(f"{name}{{{label_text}}} {value}" if label_text else f"{name} {value}")
-    return "\n".join(lines) + "\n"
+def prometheus_text(status: dict, process: bool = False) -> str:
+    """Renders ``status["metrics"]`` (``{name: {"help", "type", "samples": [(labels, value)]}}``,
+    see :mod:`rtroute.metrics`) in the Prometheus text format with ``prometheus_client``;
+    ``process`` adds the process metrics and ``rtroute_build_info`` (as ``/metrics`` does)."""
+    from rtroute.metrics import render
+
+    return render(status.get("metrics", {}), process=process)
 
 
 def merge_status(*statuses: dict) -> dict:
@@ -586,6 +580,7 @@ class OpsServer:
             shown = {k: v for k, v in status.items() if k != "metrics"}
             return 200, json.dumps(shown, default=str, indent=1).encode(), JSON
         if path == "/metrics":
-            return 200, prometheus_text(status).encode(), "text/plain; version=0.0.4"
+            return 200, prometheus_text(status, process=True).encode(), \
+                "text/plain; version=0.0.4; charset=utf-8"
         ready = bool(status.get("healthy", True))
         return 200 if ready else 503, json.dumps({"healthy": ready}).encode(), JSON

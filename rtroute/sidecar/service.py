@@ -67,6 +67,7 @@ from rtroute.divert import (
     resolve_target,
 )
 from rtroute.divert.copies import EXCHANGE, QUEUE
+from rtroute.metrics import LatencyHistogram
 from rtroute.selector import MessageFacts
 from rtroute.sidecar.divert_store import DivertStore, divert_json
 from rtroute.sidecar.ingress import IngressMessage
@@ -178,9 +179,11 @@ class Counters:
 class _Pending:
     """One ingress message waiting for the confirms of its republishes (original and copies)."""
 
-    __slots__ = ("deferred", "exchange", "failed", "remaining", "tag")
+    __slots__ = ("deferred", "exchange", "failed", "received_at", "remaining", "tag")
 
-    def __init__(self, exchange: ManagedExchange, tag: int, remaining: int) -> None:
+    def __init__(self, exchange: ManagedExchange, tag: int, remaining: int,
+                 received_at: float = 0.0) -> None:
+        self.received_at = received_at  # time.monotonic() of its batch, for the latency
         self.exchange = exchange
         self.tag = tag
         self.remaining = remaining
@@ -234,6 +237,7 @@ class ManagedExchange:
                                          spec.alternate_exchange, frame_max)
         self.on_bindings_ready: Callable[[], Any] = lambda: None
         self.counters = Counters()
+        self.latency = LatencyHistogram()  # ingress delivery -> every republish confirmed
         # the last unroutable routing keys, and the log line's rate limit
         self.last_unroutable: collections.deque[tuple[str, str]] = collections.deque(maxlen=5)
         self._unroutable_logged_at = -1e9
@@ -447,6 +451,7 @@ class Sidecar:
         management = ManagementClient.from_amqp_uri(uri, management_uri) if use_management \
             else None
         vhost = parse_uri(uri, strict=False).vhost
+        self._vhost = vhost
         self._management = management
         self.exchanges = {
             spec.name: ManagedExchange(spec, management, vhost, frame_max=131072)
@@ -478,6 +483,7 @@ class Sidecar:
         # deliveries since the last flush, in delivery-tag order (all on one channel)
         self._batch: list[IngressMessage] = []
         self._flush_scheduled = False
+        self._batch_received_at = self._batch_at = 0.0  # when the batch's first delivery came
         self._ack_scheduled = False
         self._stopping = False
         self._stopped = threading.Event()
@@ -676,6 +682,7 @@ class Sidecar:
         healthy = self._connection.state not in ("stopped",) and self._window is not None \
             and not self._window.closed
         metrics: dict[str, dict] = {}
+        vhost = self._vhost
         for key, help_text in (("received", "Ingress messages received"),
                                ("routed", "Messages routed to at least one binding"),
                                ("unroutable", "Messages that matched no binding"),
@@ -690,18 +697,24 @@ class Sidecar:
                                 "Binding re-listings that disagreed with the event stream")):
             metrics[f"rtroute_exchange_{key}_total"] = {
                 "help": help_text, "type": "counter",
-                "samples": [({"exchange": e["name"]}, e[key]) for e in exchanges]}
+                "samples": [({"exchange": e["name"], "vhost": vhost}, e[key])
+                            for e in exchanges]}
         metrics["rtroute_exchange_bindings"] = {
             "help": "Bindings known", "type": "gauge",
-            "samples": [({"exchange": e["name"]}, e["bindings_known"]) for e in exchanges
-                        if e["bindings_known"] is not None]}
+            "samples": [({"exchange": e["name"], "vhost": vhost}, e["bindings_known"])
+                        for e in exchanges if e["bindings_known"] is not None]}
+        metrics["rtroute_exchange_confirm_latency_seconds"] = {
+            "help": "From the ingress delivery to the broker's confirm of every republish",
+            "type": "histogram",
+            "samples": [({"exchange": ex.spec.name, "vhost": vhost}, ex.latency.sample())
+                        for ex in self.exchanges.values()]}
         for key, help_text in (("matched", "Messages a divert fired for"),
                                ("forwarded", "Diverted copies confirmed by the broker"),
                                ("dead_lettered", "Diverted copies sent to rtroute.dead"),
                                ("unrouted", "Diverted copies no queue took")):
             metrics[f"rtroute_divert_{key}_total"] = {
                 "help": help_text, "type": "counter",
-                "samples": [({"divert": d["name"]}, d[key]) for d in diverts]}
+                "samples": [({"divert": d["name"], "vhost": vhost}, d[key]) for d in diverts]}
         metrics["rtroute_in_flight"] = {"help": "Ingress messages awaiting confirms",
                                         "type": "gauge", "samples": [({}, in_flight)]}
         metrics["rtroute_connects_total"] = {"help": "Broker connections made", "type": "counter",
@@ -1092,6 +1105,8 @@ class Sidecar:
             LOG.error("delivery %d for unknown consumer %r: reconnecting", tag, consumer_tag)
             self._reconnect_now()
             return
+        if not self._batch:
+            self._batch_received_at = time.monotonic()
         self._batch.append(IngressMessage(ex, tag, redelivered, routing_key, parts))
         if not self._flush_scheduled:
             self._flush_scheduled = True
@@ -1107,6 +1122,7 @@ class Sidecar:
         """
         self._flush_scheduled = False
         batch, self._batch = self._batch, []
+        self._batch_at = self._batch_received_at
         if batch:
             first = batch[0].exchange
             if all(m.exchange is first for m in batch):
@@ -1195,7 +1211,7 @@ class Sidecar:
     def _dispatch(self, m: IngressMessage, decision: Decision | None,
                   verdict: Verdict | None) -> None:
         ex = m.exchange
-        pending = _Pending(ex, m.tag, 0)
+        pending = _Pending(ex, m.tag, 0, self._batch_at)
         outs: list[_Out] = []
         try:
             if decision is not None:
@@ -1608,6 +1624,8 @@ class Sidecar:
             ch.basic_nack(pending.tag, multiple=False, requeue=True)
             pending.exchange.counters.requeued += 1
             return
+        if pending.received_at:
+            pending.exchange.latency.observe(time.monotonic() - pending.received_at)
         # Confirms settle messages one at a time; acking each would cost a frame per message.
         # One multiple-ack per ioloop turn covers everything settled by then.
         if not self._ack_scheduled:

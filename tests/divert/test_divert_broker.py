@@ -403,7 +403,7 @@ def test_create_and_destroy_diverts_over_http(run_config, channel, managed, obje
     assert code == 200 and [d["name"] for d in listed] == [f"{name}-spy"]
     assert (listed[0]["matched"], listed[0]["forwarded"]) == (1, 1)
     metrics = http_metrics(sc, token)
-    assert f'rtroute_divert_forwarded_total{{divert="{name}-spy"}} 1' in metrics
+    assert f'rtroute_divert_forwarded_total{{divert="{name}-spy",vhost="/"}} 1.0' in metrics
 
     code, answer = http(sc, "DELETE", f"/diverts/{name}-spy", token=token)
     assert code == 200 and answer["deleted"]["forwarded"] == 1

@@ -151,7 +151,7 @@ def test_listen_parsing():
     assert is_loopback("::1") and is_loopback("localhost") and not is_loopback("10.0.0.1")
     with pytest.raises(ValueError):
         split_listen("127.0.0.1")
-    assert prometheus_text({}) == "\n"
+    assert prometheus_text({}) == ""
 
 
 # ------------------------------------------------------------------------------ who may do what
