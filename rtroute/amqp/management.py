@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import json
 import socket
+import ssl
 import threading
 import urllib.error
 import urllib.request
@@ -82,6 +83,7 @@ class ManagementClient:
             (``http://user:pass@host:15672/``) override ``username``/``password``.
         username, password: HTTP basic auth.
         timeout: seconds per request.
+        ssl_context: for an https API: the TLS settings to use (default: the system CAs).
 
     Every method raises :class:`ManagementError` (or :class:`NotFound` for 404) on failure; the
     message names the request and the broker's reason, never the password.
@@ -93,6 +95,7 @@ class ManagementClient:
         username: str = "guest",
         password: str = "guest",
         timeout: float = 10.0,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         parts, port = split_url(url)  # urllib's own errors may quote the password
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -108,6 +111,9 @@ class ManagementClient:
         self.username = username
         self._auth = "Basic " + base64.b64encode(f"{username}:{password}".encode()).decode()
         self.timeout = timeout
+        # https with the AMQP URI's TLS settings (a private CA, a client certificate)
+        self._opener = _OPENER if ssl_context is None else urllib.request.build_opener(
+            _SameOriginRedirects, urllib.request.HTTPSHandler(context=ssl_context))
         # the broker this API must belong to (expect_broker), and whether that was checked
         self._expected: tuple[BrokerIdentity, str, str] | None = None
         self._verified = False
@@ -120,14 +126,17 @@ class ManagementClient:
         """A client for the broker of an AMQP URI, with the same credentials.
 
         ``management_uri`` overrides the derived ``http://HOST:15672/`` (see
-        :func:`rtroute.amqp.uri.management_url`).
+        :func:`rtroute.amqp.uri.management_url`). An ``amqps`` URI's TLS settings
+        (``cacertfile``, ``certfile``, ``keyfile``, ``verify``, ...) apply to an https API too.
 
         Raises:
             ValueError: a malformed URI.
         """
         parsed = parse_uri(uri, strict=False)
-        return cls(management_uri or management_url(uri), parsed.username, parsed.password,
-                   timeout)
+        url = management_uri or management_url(uri)
+        context = parsed.tls.ssl_context() if parsed.tls is not None \
+            and url.lower().startswith("https:") else None
+        return cls(url, parsed.username, parsed.password, timeout, ssl_context=context)
 
     def __repr__(self) -> str:
         return f"ManagementClient({self.base_url!r}, user={self.username!r})"
@@ -198,7 +207,7 @@ class ManagementClient:
             req.add_header(name, value)
         where = f"{method} {self.base_url}{path}"
         try:
-            with _OPENER.open(req, timeout=self.timeout) as response:
+            with self._opener.open(req, timeout=self.timeout) as response:
                 payload = response.read()
         except _CrossOriginRedirect as exc:
             raise ManagementError(
