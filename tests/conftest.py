@@ -191,3 +191,27 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 8.0, interval: float
 def until() -> Callable[..., Any]:
     """``until(predicate, timeout=8)``: poll until truthy, else fail."""
     return wait_for
+
+
+def publish_frames(uri: str, queue: str, body: bytes, properties: dict) -> bytes:
+    """Publishes to ``queue`` through the default exchange with a content header built here
+    from ``properties`` (pika cannot encode floats, nor timestamps beyond year 9999); returns
+    that header frame once the broker took the message."""
+    import struct
+
+    from rtroute.amqp import frames
+    from rtroute.amqp.content_header import content_header_frame
+
+    conn = pika.BlockingConnection(pika.URLParameters(uri))
+    try:
+        ch = conn.channel()
+        n = ch.channel_number
+        header = content_header_frame(n, len(body), properties)
+        frames.emit(conn._impl, b"".join((
+            frames.publish_frame(n, frames.shortstr(""), frames.shortstr(queue), False),
+            header, struct.pack(">BHI", frames.FRAME_BODY, n, len(body)), body,
+            frames.FRAME_END)), 3)
+        ch.queue_declare(queue, passive=True)  # answered once the publish was taken
+        return header
+    finally:
+        conn.close()

@@ -251,12 +251,18 @@ class ListingThatLies(ManagementClient):
         return rows
 
 
-def test_one_listing_that_disagrees_with_the_events_empties_nothing(ioloop, channel, names,
-                                                                   mgmt, until):
+def one_binding(channel, names) -> tuple[str, str]:
+    """A direct exchange with one queue bound by ``k``: ``(exchange, queue)``."""
     exchange, queue = names.exchange(), names.queue()
     channel.exchange_declare(exchange, "direct")
     channel.queue_declare(queue, durable=True)
     channel.queue_bind(queue, exchange, "k")
+    return exchange, queue
+
+
+def test_one_listing_that_disagrees_with_the_events_empties_nothing(ioloop, channel, names,
+                                                                   mgmt, until):
+    exchange, queue = one_binding(channel, names)
     recorder = Recorder()
     management = ListingThatLies(1, url=mgmt.base_url[:-4], timeout=5)
     runner, watcher = watch(ioloop, recorder, exchange, management, relist_interval=0.3)
@@ -270,10 +276,7 @@ def test_one_listing_that_disagrees_with_the_events_empties_nothing(ioloop, chan
 def test_a_binding_missing_from_two_listings_in_a_row_is_removed_and_said(ioloop, channel,
                                                                          names, mgmt, until,
                                                                          caplog):
-    exchange, queue = names.exchange(), names.queue()
-    channel.exchange_declare(exchange, "direct")
-    channel.queue_declare(queue, durable=True)
-    channel.queue_bind(queue, exchange, "k")
+    exchange, queue = one_binding(channel, names)
     recorder = Recorder()
     management = ListingThatLies(2, url=mgmt.base_url[:-4], timeout=5)
     with caplog.at_level("WARNING", logger="rtroute.amqp.binding_watcher"):
@@ -285,10 +288,7 @@ def test_a_binding_missing_from_two_listings_in_a_row_is_removed_and_said(ioloop
 
 def test_a_listing_of_an_exchange_the_api_does_not_know_changes_nothing(ioloop, channel, names,
                                                                        mgmt, until):
-    exchange, queue = names.exchange(), names.queue()
-    channel.exchange_declare(exchange, "direct")
-    channel.queue_declare(queue, durable=True)
-    channel.queue_bind(queue, exchange, "k")
+    exchange, queue = one_binding(channel, names)
     recorder = Recorder()
     runner, watcher = watch(ioloop, recorder, exchange, mgmt, relist_interval=0.3)
 

@@ -3,7 +3,6 @@ a selector sees a double as a double, and the x-shovelled and timestamp entries 
 a table pika could not even decode (a millisecond timestamp, 1,000 levels of nesting)."""
 from __future__ import annotations
 
-import struct
 import time
 
 import pika
@@ -11,14 +10,13 @@ import pytest
 
 from rtroute.amqp import frames
 from rtroute.amqp.content_header import (
-    content_header_frame,
     decode_properties,
     headers_span,
     table_entries,
 )
 from rtroute.amqp.field_table import FieldTable, Float32, Int64, Timestamp
 
-from ..conftest import BROKER_URI, wait_for
+from ..conftest import BROKER_URI, publish_frames, wait_for
 from .conftest import declare_queue, depth, toml_shovel, wait_depth
 
 pytestmark = pytest.mark.broker
@@ -31,24 +29,6 @@ def deep(levels: int) -> list:
     for _ in range(levels):
         value = [value]
     return value
-
-
-def publish_frames(uri: str, queue: str, body: bytes, properties: dict) -> bytes:
-    """Publishes to ``queue`` with a content header built here (pika cannot encode floats);
-    returns that header frame."""
-    conn = pika.BlockingConnection(pika.URLParameters(uri))
-    try:
-        ch = conn.channel()
-        n = ch.channel_number
-        header = content_header_frame(n, len(body), properties)
-        frames.emit(conn._impl, b"".join((
-            frames.publish_frame(n, frames.shortstr(""), frames.shortstr(queue), False),
-            header, struct.pack(">BHI", frames.FRAME_BODY, n, len(body)), body,
-            frames.FRAME_END)), 3)
-        ch.queue_declare(queue, passive=True)  # answered once the publish was taken
-        return header
-    finally:
-        conn.close()
 
 
 def raw_consume(uri: str, queue: str, expected: int) -> list[list[bytes]]:

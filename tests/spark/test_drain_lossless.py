@@ -2,19 +2,19 @@
 deep table are archived like any other message, and the headers come back byte for byte."""
 from __future__ import annotations
 
-import struct
 import uuid
 
-import pika
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from rtroute.amqp import connect_blocking, frames
-from rtroute.amqp.content_header import content_header_frame, headers_span, table_entries
+from rtroute.amqp import connect_blocking
+from rtroute.amqp.content_header import headers_span, table_entries
 from rtroute.amqp.field_table import FieldTable, Float32, Timestamp, encode_value
 from rtroute.spark import drain
 from rtroute.spark.header_json import headers_from_json
+
+from ..conftest import publish_frames
 
 pytestmark = pytest.mark.broker
 
@@ -36,24 +36,6 @@ def deep(levels: int) -> list:
     for _ in range(levels):
         value = [value]
     return value
-
-
-def publish_frames(uri: str, queue: str, body: bytes, properties: dict) -> bytes:
-    """Publishes through the default exchange with a content header built here (pika cannot
-    encode floats); returns that header frame."""
-    conn = pika.BlockingConnection(pika.URLParameters(uri))
-    try:
-        ch = conn.channel()
-        n = ch.channel_number
-        header = content_header_frame(n, len(body), properties)
-        frames.emit(conn._impl, b"".join((
-            frames.publish_frame(n, frames.shortstr(""), frames.shortstr(queue), False),
-            header, struct.pack(">BHI", frames.FRAME_BODY, n, len(body)), body,
-            frames.FRAME_END)), 3)
-        ch.queue_declare(queue, passive=True)  # answered once the publish was taken
-        return header
-    finally:
-        conn.close()
 
 
 def entries_by_name(header: bytes) -> dict:
