@@ -101,14 +101,20 @@ def run(uri: str, echo: Callable[[str], None] = print,
                 received[q].append(method.routing_key + note)
         echo("")
         echo(f"{'published routing key':<28} received by")
+        notes = []
         for key, headers in EXAMPLES:
-            extra = f" + CC {headers['CC']} + BCC alias {headers['x-rtroute-bcc']}" \
-                if headers else ""
+            label = key
+            if headers:  # the headers go in a footnote: the key column stays aligned
+                notes.append(f"[{len(notes) + 1}] with CC {headers['CC']} and the BCC alias "
+                             f"{headers['x-rtroute-bcc']}")
+                label = f"{key} [{len(notes)}]"
             who = [q for q in queues if any(r.split(" ")[0] == key and
                                             (bool(headers) == r.endswith("(CC)"))
                                             for r in received[q])]
-            echo(f"{key + extra:<28} {', '.join(who) or '-'}")
+            echo(f"{label:<28} {', '.join(who) or '-'}")
         echo("")
+        for note in notes:
+            echo(note)
         echo("(the blind copies carry no trace of the BCC alias header; CC stays visible)")
         return received
     finally:
