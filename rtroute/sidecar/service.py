@@ -97,7 +97,9 @@ MANAGEMENT_OPTION = "--management-uri (RTROUTE_MANAGEMENT_URI, [broker] manageme
 BCC_HINT = ("RabbitMQ removes a publisher's BCC header before the ingress queue stores the "
             "message, so the sidecar never sees it and those copies are not made: publishers "
             "put blind copies in each exchange's bcc_alias_header instead (x-rtroute-bcc by "
-            "default), which the sidecar removes before delivery. CC works as published.")
+            "default), which the sidecar removes before delivery. CC works as published. "
+            "The one trace a BCC-only publish leaves is an empty headers table: "
+            "exchanges[].empty_headers counts those (clients that always send a table too).")
 
 
 class SidecarFatal(RuntimeError):
@@ -173,6 +175,9 @@ class Counters:
     # republished straight to a queue through the default exchange (a match set too large
     # for one frame's BCC): consumers see exchange "" and the queue name as routing key
     direct_to_queue: int = 0
+    # arrived with an empty headers table: all RabbitMQ leaves of a publish whose only header
+    # was BCC (stripped before the ingress queue); some clients send an empty table anyway
+    empty_headers: int = 0
     diverted: int = 0
 
 
@@ -310,6 +315,7 @@ class ManagedExchange:
             "redelivered": c.redelivered,
             "returned": c.returned,
             "direct_to_queue": c.direct_to_queue,
+            "empty_headers": c.empty_headers,
             "last_unroutable": [{"at": at, "routing_key": key}
                                 for at, key in self.last_unroutable],
             "bcc_alias_header": self.spec.bcc_alias_header,
@@ -693,6 +699,7 @@ class Sidecar:
                                ("redelivered", "Ingress messages seen again (at-least-once)"),
                                ("returned", "Republishes returned: bindings changed meanwhile"),
                                ("direct_to_queue", "Republishes straight to a queue (BCC too big)"),
+                               ("empty_headers", "Messages with an empty headers table"),
                                ("bindings_disagreements",
                                 "Binding re-listings that disagreed with the event stream")):
             metrics[f"rtroute_exchange_{key}_total"] = {
@@ -1189,6 +1196,7 @@ class Sidecar:
         c = ex.counters
         c.received += len(batch)
         c.redelivered += sum(1 for m in batch if m.redelivered)
+        c.empty_headers += sum(1 for m in batch if m.span[1] - m.span[0] == 4)
         if not self.diverts.watches(name):
             decisions = ex.router.decide_many([(m.routing_key, m.routing_headers)
                                                for m in batch])

@@ -29,3 +29,22 @@ def test_unroutable_messages_are_logged_once_per_interval_and_listed_in_status(
     assert name in lines[0] and "'nobody.0'" in lines[0] and "alternate_exchange" in lines[0]
     status = sc.status()
     assert any("x-rtroute-bcc" in hint for hint in status["hints"])
+
+
+def test_a_bcc_only_publish_is_counted_by_the_empty_table_it_leaves(sidecars, managed,
+                                                                   channel):
+    """RabbitMQ strips BCC before the ingress queue; a publish whose only header was BCC
+    arrives with an empty headers table, which the sidecar counts (before: no trace at all)."""
+    import pika
+
+    name = managed("bcc-trace")
+    sc = sidecars("--rtopic", name)
+    sc.wait_running(name, bindings=0)
+    channel.confirm_delivery()
+    channel.basic_publish(name, "k", b"bcc", pika.BasicProperties(headers={"BCC": ["x"]}))
+    channel.basic_publish(name, "k", b"plain")
+    deadline = time.monotonic() + 15
+    while sc.exchange(name).get("received", 0) < 2:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert sc.exchange(name)["empty_headers"] == 1
