@@ -241,6 +241,10 @@ class _Codegen:
         """A Python bool expression: True exactly when `node` is TRUE (`want`) or FALSE (not
         `want`); unknown gives False either way."""
         if isinstance(node, Logic):
+            if any(may_fail(c) for c in node.operands[1:]):
+                # Artemis evaluates the next operand after an unknown one, and an abort there
+                # fails the whole selector; Python's short circuit would skip it
+                return f"({self.value(node)} is {want})"
             conjunction = (node.op == "AND") == want
             joiner = " and " if conjunction else " or "
             return "(" + joiner.join(self._condition(c, want) for c in node.operands) + ")"

@@ -146,3 +146,13 @@ def test_arbitrary_text_never_raises_anything_but_selector_error(text, headers):
     except SelectorError:
         return
     selector.matches(headers)
+
+
+def test_an_abort_after_an_unknown_operand_fails_the_whole_selector():
+    """Found by the property above: Artemis evaluates the right side of AND/OR after an
+    unknown left side, and an abort there (booleans added) fails the whole selector."""
+    text = "((a < a) AND (a = (b + b))) OR (a = a)"
+    assert compile(text).evaluate({"b": False}) is None
+    assert compile(text).matches({"b": False}) is False
+    assert compile(f"NOT ({text})").matches({"b": False}) is False
+    assert compile(text).matches({"b": 1}) is True  # no abort: a = a holds (both NULL)
