@@ -210,6 +210,31 @@ class _Codegen:
             return f"_cast3({self.value(node.operand)})"
         raise AssertionError(f"unknown node {node!r}")  # pragma: no cover
 
+    def _conjunction_after_unknown(self, node: Logic, first: Node, rest: tuple[Node, ...],
+                                   want: bool) -> str:
+        """``first AND rest`` is TRUE (or ``first OR rest`` is FALSE) as Artemis decides it.
+
+        Python's ``and`` skips the rest once ``first`` is not ``want``; Artemis skips it only
+        when ``first`` is the opposite, and evaluates it after an unknown ``first``: an abort
+        there fails the whole selector, even where another branch would have matched. So the
+        unknown case evaluates the rest (for its aborts only: the answer is no either way).
+        """
+        t = self.temp()
+        tail = rest[0] if len(rest) == 1 else Logic(node.op, rest, node.pos)
+        probe = self.bind(_answer_no, ("probe", None))
+        # the fast test first; when it failed, `first` is computed again to tell unknown from
+        # FALSE, except where unknown needs a missing property (a comparison of properties
+        # and literals is unknown only when one is NULL): then only if one is missing
+        simple = isinstance(first, Compare) and all(
+            isinstance(side, (Property, Literal)) for side in (first.left, first.right))
+        missing = " or ".join(f"h.get({side.name!r}) is None"
+                              for side in (first.left, first.right)
+                              if isinstance(side, Property)) if simple else ""
+        guard = f"({missing}) and " if missing else ""
+        return (f"((({t} := {self._condition(first, want)}) and "
+                f"{self._condition(tail, want)}) or (not {t} and {guard}"
+                f"{self.value(first)} is None and {probe}({self.value(tail)})))")
+
     def _lazy_binary(self, helper: str, left: Node, right: Node, extra: str) -> str:
         """`helper(left, right, extra convert)`, not evaluating `right` when `left` is NULL if
         evaluating it could abort (Artemis returns NULL before looking at the right side)."""
@@ -241,11 +266,12 @@ class _Codegen:
         """A Python bool expression: True exactly when `node` is TRUE (`want`) or FALSE (not
         `want`); unknown gives False either way."""
         if isinstance(node, Logic):
-            if any(may_fail(c) for c in node.operands[1:]):
-                # Artemis evaluates the next operand after an unknown one, and an abort there
-                # fails the whole selector; Python's short circuit would skip it
-                return f"({self.value(node)} is {want})"
             conjunction = (node.op == "AND") == want
+            first, rest = node.operands[0], node.operands[1:]
+            if conjunction and not isinstance(first, Logic) and any(map(may_fail, rest)):
+                return self._conjunction_after_unknown(node, first, rest, want)
+            if conjunction and any(map(may_fail, rest)):
+                return f"({self.value(node)} is {want})"
             joiner = " and " if conjunction else " or "
             return "(" + joiner.join(self._condition(c, want) for c in node.operands) + ")"
         if isinstance(node, Not):
@@ -379,3 +405,8 @@ class _Codegen:
         return (f"({fast.format(t=t)} if ({t} := {self.value(node.operand)}).__class__ is int "
                 f"else {t} is not None and "
                 f"_between3({t}, {lo_const}, {hi_const}, {node.negated}, False) is {want})")
+
+
+def _answer_no(_value: Any) -> bool:
+    """False, once its argument was evaluated (for the aborts that evaluation may raise)."""
+    return False
