@@ -169,7 +169,8 @@ def test_the_example_file_loads_and_uses_every_section():
     assert {e.kind for e in config.exchanges} == {"rtopic", "topic", "direct", "fanout"}
     assert [d.name for d in config.diverts] == ["prices-divert", "orders-spy"]
     first, second = config.shovels
-    assert first.sources.brokers == ["amqp://fred:secret@host1/v", "amqp://john:secret@host2/v"]
+    assert first.sources.brokers == ["amqp://guest:guest@127.0.0.1:5672/%2F",
+                                     "amqp://guest:guest@localhost:5672/%2F"]
     assert [d["method"] for d in first.sources.declarations] == [
         "exchange.declare", "queue.declare", "queue.bind"]
     assert first.sources.declarations[1]["arguments"] == {"x-message-ttl": 60000}
