@@ -76,12 +76,12 @@ _HEAD = struct.Struct(">BHI")  # frame type, channel, payload size
 HeadersSpan = tuple[int, int]
 
 
-def headers_span(header: bytes) -> HeadersSpan:
-    """Where the ``headers`` property lies in the content header frame ``header``.
+def _property_flags(header: bytes) -> tuple[int, int]:
+    """``(property flags, index of the frame-end octet)`` of the content header frame ``header``.
 
     Raises:
-        ValueError: not a basic content header this module can edit (a second flag word, which
-            no basic property needs, or a frame shorter than its properties).
+        ValueError: a frame shorter than its flags, or a continued flag word (which no basic
+            property needs).
     """
     last = len(header) - 1  # the frame-end octet
     if last < FLAGS_OFFSET + 2:
@@ -89,6 +89,17 @@ def headers_span(header: bytes) -> HeadersSpan:
     flags = _U16.unpack_from(header, FLAGS_OFFSET)[0]
     if flags & FLAG_CONTINUATION:
         raise ValueError("content header with a continued property-flags word")
+    return flags, last
+
+
+def headers_span(header: bytes) -> HeadersSpan:
+    """Where the ``headers`` property lies in the content header frame ``header``.
+
+    Raises:
+        ValueError: not a basic content header this module can edit (a second flag word, which
+            no basic property needs, or a frame shorter than its properties).
+    """
+    flags, last = _property_flags(header)
     pos = FLAGS_OFFSET + 2
     if flags & FLAG_CONTENT_TYPE and pos < last:
         pos += 1 + header[pos]
@@ -217,12 +228,7 @@ def _property_spans(header: bytes) -> dict[str, tuple[int, int]]:
     Raises:
         ValueError: a continued flag word, or a frame shorter than its properties.
     """
-    last = len(header) - 1  # the frame-end octet
-    if last < FLAGS_OFFSET + 2:
-        raise ValueError("content header frame shorter than its property flags")
-    flags = _U16.unpack_from(header, FLAGS_OFFSET)[0]
-    if flags & FLAG_CONTINUATION:
-        raise ValueError("content header with a continued property-flags word")
+    flags, last = _property_flags(header)
     spans = {}
     pos = FLAGS_OFFSET + 2
     for name in PROPERTY_NAMES:

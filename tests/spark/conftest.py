@@ -5,6 +5,7 @@ import json
 import os
 import random
 import sys
+import uuid
 
 import pytest
 
@@ -79,3 +80,16 @@ def random_messages(n: int, seed: int = 7) -> list[dict]:
         out.append({"id": i, "routing_key": key(),
                     "headers": None if headers is None else json.dumps(headers)})
     return out
+
+
+@pytest.fixture
+def queue(broker_uri):
+    """A fresh durable queue, deleted afterwards."""
+    from rtroute.amqp import connect_blocking
+
+    name = f"rtroute-test.spark-drain.{uuid.uuid4().hex[:8]}"
+    connection = connect_blocking(broker_uri)
+    connection.channel().queue_declare(name, durable=True)
+    yield name
+    connection.channel().queue_delete(name)
+    connection.close()

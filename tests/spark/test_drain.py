@@ -22,17 +22,6 @@ from .conftest import plugin_bindings
 pytestmark = pytest.mark.broker
 
 
-@pytest.fixture
-def queue(broker_uri):
-    """A fresh durable queue, deleted afterwards."""
-    name = f"rtroute-test.spark-drain.{uuid.uuid4().hex[:8]}"
-    connection = connect_blocking(broker_uri)
-    connection.channel().queue_declare(name, durable=True)
-    yield name
-    connection.channel().queue_delete(name)
-    connection.close()
-
-
 def _publish(uri: str, queue: str, count: int) -> list[dict]:
     """``count`` messages through the default exchange, every third with a CC header."""
     sent = []

@@ -2,13 +2,10 @@
 deep table are archived like any other message, and the headers come back byte for byte."""
 from __future__ import annotations
 
-import uuid
-
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from rtroute.amqp import connect_blocking
 from rtroute.amqp.content_header import headers_span, table_entries
 from rtroute.amqp.field_table import FieldTable, Float32, Timestamp, encode_value
 from rtroute.spark import drain
@@ -19,16 +16,6 @@ from ..conftest import publish_frames
 pytestmark = pytest.mark.broker
 
 MS = 1_700_000_000_123  # Date.now() of a Node.js client, sent as an AMQP timestamp
-
-
-@pytest.fixture
-def queue(broker_uri):
-    name = f"rtroute-test.spark-lossless.{uuid.uuid4().hex[:8]}"
-    connection = connect_blocking(broker_uri)
-    connection.channel().queue_declare(name, durable=True)
-    yield name
-    connection.channel().queue_delete(name)
-    connection.close()
 
 
 def deep(levels: int) -> list:
