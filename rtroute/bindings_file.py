@@ -7,17 +7,23 @@ TOML or JSON (chosen by extension; ``.toml`` or anything else parsed as JSON fir
     B = ["server1.app1.mod1.error", "x"]  "B": ["server1.app1.mod1.error", "x"]}
 
 An optional top-level ``bindings`` table holding that mapping is accepted too.
+
+Files are checked as config files are (:mod:`rtroute.config_lines`): a file larger than
+:data:`MAX_JSON_BYTES` (JSON) or :data:`MAX_TOML_BYTES` (TOML, which ``tomllib`` holds in about
+100 bytes of memory per byte) is refused before it is read, and nesting deeper than
+``MAX_DEPTH`` or a dotted key of more than ``MAX_KEY_PARTS`` parts is an error with its line.
 """
 from __future__ import annotations
 
-import json
-import sys
+import os
 from pathlib import Path
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from rtroute.config_lines import ConfigError, parse_json, parse_toml
+
+#: Largest JSON binding file accepted (about a million bindings of 60-byte keys).
+MAX_JSON_BYTES = 128 * 1024 * 1024
+#: Largest TOML binding file accepted; larger tables belong in JSON.
+MAX_TOML_BYTES = 16 * 1024 * 1024
 
 
 class BindingsFileError(ValueError):
@@ -53,22 +59,28 @@ def load_bindings(path: str | Path) -> list[tuple[str, str]]:
         BindingsFileError: unreadable, not TOML/JSON, or of the wrong shape.
     """
     path = Path(path)
+    toml = path.suffix.lower() == ".toml"
+    limit = MAX_TOML_BYTES if toml else MAX_JSON_BYTES
     try:
+        size = os.stat(path).st_size
+        if size > limit:
+            raise BindingsFileError(
+                f"{path}: the file is larger than {limit // (1024 * 1024)} MiB"
+                + ("; write large binding tables as JSON" if toml else ""))
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise BindingsFileError(f"{path}: cannot read: {exc}") from None
-    if path.suffix.lower() == ".toml":
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise BindingsFileError(f"{path}: invalid TOML: {exc}") from None
-    else:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as json_exc:
+    try:
+        if toml:
+            data = parse_toml(text, str(path), limit)
+        else:
             try:
-                data = tomllib.loads(text)
-            except tomllib.TOMLDecodeError:
-                raise BindingsFileError(
-                    f"{path}:{json_exc.lineno}: invalid JSON: {json_exc.msg}") from None
+                data = parse_json(text, str(path), limit)
+            except ConfigError as json_exc:
+                try:
+                    data = parse_toml(text, str(path), MAX_TOML_BYTES)
+                except ConfigError:
+                    raise json_exc from None
+    except ConfigError as exc:
+        raise BindingsFileError(str(exc)) from None
     return parse_bindings(data, str(path))

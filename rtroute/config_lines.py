@@ -442,11 +442,23 @@ def load_toml(text: str, path: str | None = None) -> tuple[dict[str, Any], Sourc
     So does text longer than :data:`MAX_CONFIG_BYTES`, nesting deeper than :data:`MAX_DEPTH`
     and a dotted key of more than :data:`MAX_KEY_PARTS` parts.
     """
-    check_size(text, path)
+    data = parse_toml(text, path)
+    with _without_cycle_collection():
+        return data, toml_source_map(text, path)
+
+
+def parse_toml(text: str, path: str | None = None, limit: int = MAX_CONFIG_BYTES) -> dict[str, Any]:
+    """Parse TOML text that may be hostile, without mapping its lines.
+
+    Raises:
+        ConfigError: a syntax error (with its line), text longer than ``limit``, nesting deeper
+            than :data:`MAX_DEPTH` or a dotted key of more than :data:`MAX_KEY_PARTS` parts.
+    """
+    check_size(text, path, limit)
     _check_toml_shape(text, path)
     try:
         with _without_cycle_collection():
-            data = tomllib.loads(text)
+            return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         msg = str(exc)
         m = re.search(r"\(at line (\d+), column (\d+)\)", msg)
@@ -455,8 +467,6 @@ def load_toml(text: str, path: str | None = None) -> tuple[dict[str, Any], Sourc
         raise ConfigError(f"invalid TOML: {msg}", line, path) from None
     except ValueError:  # an integer of more digits than Python converts
         raise _too_many_digits(text, "invalid TOML", path) from None
-    with _without_cycle_collection():
-        return data, toml_source_map(text, path)
 
 
 # --------------------------------------------------------------------------------------- JSON

@@ -269,6 +269,9 @@ def parse_uri(uri: str, strict: bool = True) -> AmqpUri:
         vhost_raw = path[1:]
         if "/" in vhost_raw:
             raise fail("the vhost contains '/' (percent-encode it as %2F)")
+        if "@" in vhost_raw:  # amqp://fr/ed:secret@host: a '/' in the user info, unescaped
+            raise fail("the vhost contains '@': percent-encode a '/' in the user name or "
+                       "password as %2F (and an '@' in a vhost name as %40)")
         vhost = _decode(vhost_raw, "vhost", fail)
 
     query = _parse_query(match["query"], strict, fail)

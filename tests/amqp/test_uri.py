@@ -21,6 +21,7 @@ GOOD = [
     ("amqp://guest:guest@127.0.0.1:5672/%2F", ("127.0.0.1", 5672, "guest", "guest", "/")),
     ("AMQP://h/%2Fa%20b", ("h", 5672, "guest", "guest", "/a b")),
     ("amqp://us%40er:p%3Aw%2Fd@h/v", ("h", 5672, "us@er", "p:w/d", "v")),
+    ("amqp://h/team%40site", ("h", 5672, "guest", "guest", "team@site")),
     ("amqp://[::1]:5673/x", ("::1", 5673, "guest", "guest", "x")),
     ("amqps://u:p@h:1234/%2F", ("h", 1234, "u", "p", "/")),
 ]
@@ -105,6 +106,7 @@ BAD = [
     ("amqp://u:secret@h:port", "not a number"),
     ("amqp://user:secret", "not a number"),
     ("amqp://u:secret@h/a/b", "percent-encode it as %2F"),
+    ("amqp://fr/ed:secret@host", "percent-encode a '/' in the user name or password"),
     ("amqp://u:secret@h/%zz", "bad percent-escape in the vhost"),
     ("amqp://u:secret@h/v?heartbeat=five", "heartbeat must be a non-negative integer"),
     ("amqp://u:secret@h/v?heartbaet=5", "unknown query key 'heartbaet'"),
