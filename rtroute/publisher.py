@@ -1,0 +1,545 @@
+"""Publisher-side routing: rtopic at native speed, with real BCC and one broker crossing.
+
+The sidecar routes on a second hop: publishers publish to ``NAME``, the sidecar consumes,
+routes and republishes to ``NAME.bindings``, so every message crosses the broker twice. A
+Python publisher can hold the binding table itself and publish once, straight to
+``NAME.bindings`` with ``BCC`` = the binding keys its routing key matched: RabbitMQ then gives
+each bound queue one copy and strips ``BCC``, exactly as on the sidecar's republish::
+
+    with RTopicPublisher("amqp://guest:guest@127.0.0.1:5672/%2F", "logs") as pub:
+        pub.publish("*.app1.mod1.info", b"body", headers={"BCC": ["#.error"]}).result(timeout=5)
+
+How it works: one background thread runs a :class:`~rtroute.amqp.connection.ReconnectingConnection`
+(reconnect with back-off), a :class:`~rtroute.amqp.binding_watcher.BindingWatcher` (the
+management API's listing of ``NAME.bindings``, kept current by the event exchange and re-listed
+as a fallback, as the sidecar does) and a :class:`~rtroute.amqp.confirm_window.ConfirmWindow`.
+:meth:`RTopicPublisher.publish` may be called from any thread: it queues the message and wakes
+the ioloop thread once per batch; that thread routes the batch with the native core (the
+sidecar's :class:`~rtroute.sidecar.router.ExchangeRouter`, so both decide alike: the same CC,
+BCC, huge-match-set and bad-header rules) and publishes with confirms.
+
+Differences from publishing to ``NAME`` through the sidecar:
+
+- ``BCC`` is real: the publisher reads it before the broker strips it, so no alias header is
+  needed (the alias, ``x-rtroute-bcc``, works too and is stripped);
+- a message that matches no binding is published to ``NAME.bindings`` without ``BCC``: its
+  alternate exchange (if the sidecar's config gave it one) takes it, a ``mandatory`` publish
+  comes back as :class:`PublishReturned`, and otherwise the broker drops it, as the x-rtopic
+  plugin does;
+- a malformed message (``CC``/``BCC`` not an array, a key over 255 bytes) fails its future with
+  :class:`~rtroute.routing.PreconditionFailed`, where the broker would close the channel;
+- when the connection is lost, the publishes in flight fail with :class:`PublishFailed` (the
+  broker may or may not have routed them: publish again for at-least-once); messages not yet
+  sent wait for the next connection.
+"""
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any, Callable
+
+import pika
+
+from rtroute.amqp.binding_watcher import BindingWatcher
+from rtroute.amqp.broker_identity import identity_from_server_properties
+from rtroute.amqp.confirm_window import ConfirmWindow, Outcome, PublishFuture
+from rtroute.amqp.connection import ReconnectingConnection
+from rtroute.amqp.management import ManagementClient, ManagementError, WrongBroker
+from rtroute.amqp.uri import mask_uri, parse_uri
+from rtroute.routing import PreconditionFailed
+from rtroute.sidecar.router import DEFAULT_BCC_ALIAS, ExchangeRouter
+
+__all__ = ["MessageFuture", "PublishError", "PublishFailed", "PublishNacked", "PublishReturned",
+           "PublisherClosed", "RTopicPublisher"]
+
+LOG = logging.getLogger(__name__)
+BATCH = 500  # messages routed per core call
+
+
+class PublishError(Exception):
+    """A message the broker did not take (the subclass says how)."""
+
+
+class PublishNacked(PublishError):
+    """The broker nacked a publish of the message (e.g. a full queue with reject-publish)."""
+
+
+class PublishReturned(PublishError):
+    """A ``mandatory`` message reached no queue (``reply_code``, ``reply_text`` from the
+    broker's ``basic.return``)."""
+
+    def __init__(self, message: str, reply_code: int | None = None,
+                 reply_text: str | None = None) -> None:
+        super().__init__(message)
+        self.reply_code = reply_code
+        self.reply_text = reply_text
+
+
+class PublishFailed(PublishError):
+    """The connection or channel closed before the broker confirmed: the message may or may
+    not have been routed."""
+
+
+class PublisherClosed(PublishError):
+    """The publisher was closed (or could not start) before the message was sent."""
+
+
+class MessageFuture:
+    """The outcome of one :meth:`RTopicPublisher.publish`: settled once every broker publish
+    the message needed is settled.
+
+    Attributes:
+        routing_key: as published.
+        matched: the distinct binding keys the message matched (empty: unroutable), known once
+            it was routed.
+    """
+
+    __slots__ = ("_callbacks", "_done", "_error", "_owner", "_parts", "matched", "routing_key")
+
+    def __init__(self, owner: RTopicPublisher, routing_key: str) -> None:
+        self._owner = owner
+        self.routing_key = routing_key
+        self.matched: tuple[str, ...] = ()
+        self._parts = 0
+        self._done = False
+        self._error: BaseException | None = None
+        self._callbacks: list[Callable[[MessageFuture], Any]] | None = None
+
+    def done(self) -> bool:
+        """True once the message has its outcome."""
+        return self._done
+
+    def exception(self) -> BaseException | None:
+        """The error the message failed with, or None (also None while pending)."""
+        return self._error
+
+    def result(self, timeout: float | None = None) -> Outcome:
+        """Wait until the broker confirmed the message; returns ``Outcome.ACKED``.
+
+        Raises:
+            TimeoutError: no outcome within ``timeout`` seconds.
+            PublishNacked, PublishReturned, PublishFailed, PublisherClosed,
+            rtroute.routing.PreconditionFailed: how the message failed.
+        """
+        if not self._done:
+            self._owner._wait(self.done, timeout)
+            if not self._done:
+                raise TimeoutError(f"message {self.routing_key!r} not confirmed in {timeout} s")
+        if self._error is not None:
+            raise self._error
+        return Outcome.ACKED
+
+    def add_done_callback(self, callback: Callable[[MessageFuture], Any]) -> None:
+        """Call ``callback(self)`` once settled (in the publisher's thread; at once if done)."""
+        if self._done:
+            callback(self)
+        elif self._callbacks is None:
+            self._callbacks = [callback]
+        else:
+            self._callbacks.append(callback)
+
+    def _fail(self, error: BaseException) -> None:
+        if self._error is None:
+            self._error = error
+
+    def _settle(self) -> None:
+        self._done = True
+        callbacks, self._callbacks = self._callbacks, None
+        for callback in callbacks or ():
+            try:
+                callback(self)
+            except Exception:
+                LOG.exception("done callback failed for the message %r", self.routing_key)
+
+    def __repr__(self) -> str:
+        state = "pending" if not self._done else ("failed" if self._error else "confirmed")
+        return f"<MessageFuture {self.routing_key!r} {state}>"
+
+
+class RTopicPublisher:
+    """Publishes to an rtopic exchange managed by rtroute, routing on the publisher's side.
+
+    Args:
+        uri: the broker (an ``amqp://`` or ``amqps://`` URI, or a list of cluster nodes).
+        exchange: the managed exchange ``NAME``; the messages go to ``NAME.bindings``, where the
+            applications bind their queues (the sidecar declares it; it must exist).
+        management_uri: the management API of that broker (default: derived from ``uri``, and
+            checked to be the same broker before its listing is believed).
+        window: publishes in flight awaiting confirms.
+        max_pending: messages queued but not yet sent before :meth:`publish` blocks.
+        connect_timeout: seconds the constructor waits for the connection and the first
+            binding listing; ``0`` returns at once (publishes then wait in the queue).
+        bcc_alias: the sidecar's BCC alias header, honoured and stripped here too.
+        connection_name: shown in the management UI.
+
+    Raises:
+        ValueError: a malformed URI.
+        ConnectionError: not ready within ``connect_timeout`` (the message says why), or the
+            management API belongs to another broker.
+    """
+
+    def __init__(self, uri: str | list[str], exchange: str, management_uri: str | None = None,
+                 *, window: int = 1000, max_pending: int = 10_000,
+                 connect_timeout: float = 30.0, bcc_alias: str = DEFAULT_BCC_ALIAS,
+                 connection_name: str | None = None) -> None:
+        uris = [uri] if isinstance(uri, str) else list(uri)
+        vhost = parse_uri(uris[0]).vhost  # raises ValueError on a malformed URI
+        self.exchange = exchange
+        self.bindings_exchange = f"{exchange}.bindings"
+        self.masked_uri = mask_uri(uris[0])
+        self._router = ExchangeRouter(exchange, "rtopic", bcc_alias)
+        self._management = ManagementClient.from_amqp_uri(uris[0], management_uri)
+        self._watcher = BindingWatcher(
+            self.bindings_exchange, self._management, vhost=vhost,
+            on_add=lambda b: self._router.bind((b.destination_type, b.destination),
+                                               b.binding_key),
+            on_remove=lambda b: self._router.unbind((b.destination_type, b.destination),
+                                                    b.binding_key),
+            on_ready=self._on_bindings_ready, relist_interval=30.0)
+        self._window_size = window
+        self._max_pending = max_pending
+        self._condition = threading.Condition()
+        self._outbox: collections.deque[tuple] = collections.deque()
+        self._wakeup_scheduled = False
+        self._current: tuple[MessageFuture, collections.deque] | None = None
+        self._window: ConfirmWindow | None = None
+        self._channel: Any = None
+        self._frame_max = 131072
+        self._closing = False
+        self._closed = False
+        self._fatal: str | None = None
+        self._starting = True  # a missing NAME.bindings is fatal until the first connect
+        self.published = 0
+        self.confirmed = 0
+        self.failed = 0
+        self.unroutable = 0
+        self._connection = ReconnectingConnection(
+            uris, on_ready=self._on_connected, on_lost=self._on_lost,
+            declarations=[{"method": "exchange.declare", "exchange": self.bindings_exchange,
+                           "passive": True}],
+            connection_name=connection_name or f"rtroute publisher {exchange}")
+        self._thread = threading.Thread(target=self._connection.run, daemon=True,
+                                        name=f"rtroute-publisher-{exchange}")
+        self._thread.start()
+        if connect_timeout:
+            self._wait(lambda: self.ready or self._fatal is not None, connect_timeout)
+            if not self.ready:
+                reason = self._fatal or self._not_ready_reason()
+                self.close(timeout=0)
+                raise ConnectionError(f"RTopicPublisher({exchange!r}) on {self.masked_uri} "
+                                      f"not ready after {connect_timeout:g} s: {reason}")
+        self._starting = False
+
+    # -- public --------------------------------------------------------------------------------
+
+    @property
+    def ready(self) -> bool:
+        """Connected, in confirm mode, and the bindings have been listed at least once."""
+        window = self._window
+        return window is not None and not window.closed and self._watcher.ready
+
+    @property
+    def bindings(self) -> list[tuple[tuple[str, str], str]]:
+        """The bindings known now: ``((destination_type, name), binding_key)``."""
+        return self._router.bindings()
+
+    def publish(self, routing_key: str, body: bytes | str,
+                properties: pika.BasicProperties | None = None,
+                headers: Mapping[str, Any] | None = None,
+                mandatory: bool = False) -> MessageFuture:
+        """Route ``routing_key`` (with ``*``/``#``, plus the ``CC``/``BCC`` headers) and
+        publish the message once to ``NAME.bindings``. Thread-safe; blocks while
+        ``max_pending`` messages wait to be sent.
+
+        Args:
+            routing_key: the publisher's key, as for the x-rtopic plugin.
+            body: the message body (``str`` is sent as UTF-8).
+            properties: ``pika.BasicProperties`` (its ``headers`` are used unless ``headers``
+                is given).
+            headers: the message headers, ``CC``/``BCC`` included.
+            mandatory: return the message (:class:`PublishReturned`) if no queue takes it.
+
+        Raises:
+            PublisherClosed: the publisher is closed.
+            TypeError: ``routing_key`` is not a string or ``body`` not bytes/str.
+        """
+        if not isinstance(routing_key, str):
+            raise TypeError(f"routing_key must be a str, not {type(routing_key).__name__}")
+        if isinstance(body, str):
+            body = body.encode("utf-8")
+        elif not isinstance(body, (bytes, bytearray, memoryview)):
+            raise TypeError(f"body must be bytes or str, not {type(body).__name__}")
+        if headers is None and properties is not None:
+            headers = properties.headers
+        future = MessageFuture(self, routing_key)
+        item = (future, routing_key, bytes(body), properties,
+                dict(headers) if headers else None, mandatory)
+        with self._condition:
+            while len(self._outbox) >= self._max_pending and not self._closing:
+                self._condition.wait(1.0)
+            if self._closing:
+                raise PublisherClosed(f"publisher of {self.exchange!r} is closed")
+            self._outbox.append(item)
+            wake = not self._wakeup_scheduled
+            self._wakeup_scheduled = True
+        if wake:
+            self._connection.add_callback_threadsafe(self._drain)
+        return future
+
+    def wait_for_confirms(self, timeout: float | None = None) -> bool:
+        """Wait until every message published so far is settled (confirmed or failed: each
+        future says which); True if so, False on timeout."""
+        self._wait(self._idle, timeout)
+        return self._idle()
+
+    def close(self, timeout: float | None = 30.0) -> None:
+        """Stop taking messages, wait up to ``timeout`` s for those queued and in flight to
+        be confirmed, then close the connection. Messages still unsent then fail with
+        :class:`PublisherClosed`."""
+        with self._condition:
+            if self._closed:
+                return
+            self._closing = True
+            self._condition.notify_all()
+        if timeout:
+            self._wait(lambda: self._idle() or self._fatal is not None, timeout)
+        self._connection.add_callback_threadsafe(self._fail_unsent)
+        self._connection.stop()
+        self._thread.join(10.0)
+        with self._condition:
+            self._closed = True
+            self._fail_unsent()
+
+    def __enter__(self):  # -> Self (typing.Self needs Python 3.11)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def status(self) -> dict[str, Any]:
+        """Counters and state, for logs and health checks."""
+        return {
+            "exchange": self.exchange,
+            "uri": self.masked_uri,
+            "ready": self.ready,
+            "bindings": len(self._router.bindings()),
+            "queued": len(self._outbox),
+            "in_flight": self._window.in_flight if self._window is not None else 0,
+            "published": self.published,
+            "confirmed": self.confirmed,
+            "failed": self.failed,
+            "unroutable": self.unroutable,
+            "connection": self._connection.state,
+            "last_error": self._fatal or self._connection.last_error
+            or self._watcher.last_error,
+        }
+
+    # -- any thread ----------------------------------------------------------------------------
+
+    def _idle(self) -> bool:
+        window = self._window
+        return not self._outbox and self._current is None and \
+            (window is None or window.in_flight == 0)
+
+    def _wait(self, predicate: Callable[[], bool], timeout: float | None) -> None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._condition:
+            while not predicate():
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return
+                # settling notifies; the timeout bounds a missed notification's cost
+                self._condition.wait(0.5 if remaining is None else min(remaining, 0.5))
+
+    def _not_ready_reason(self) -> str:
+        if self._window is None:
+            return self._connection.last_error or "not connected yet"
+        return f"bindings of {self.bindings_exchange!r} not listed yet" + (
+            f" ({self._watcher.last_error})" if self._watcher.last_error else "")
+
+    def _notify(self) -> None:
+        with self._condition:
+            self._condition.notify_all()
+
+    # -- ioloop thread -------------------------------------------------------------------------
+
+    def _on_connected(self, connection: Any, channel: Any, _last_queue: Any) -> None:
+        self._frame_max = getattr(getattr(connection, "params", None), "frame_max", None) \
+            or self._frame_max
+        self._router.frame_max = self._frame_max
+        self._management.expect_broker(
+            identity_from_server_properties(getattr(connection, "server_properties", None)),
+            self.masked_uri, "management_uri")
+        self._channel = channel
+        window = ConfirmWindow(channel, self._window_size, on_writable=self._drain)
+        window.start(on_ready=self._drain)
+        self._window = window
+        threading.Thread(target=self._verify_management, args=(connection,), daemon=True).start()
+
+    def _verify_management(self, connection: Any) -> None:
+        try:
+            self._management.verify_broker()
+        except WrongBroker as exc:
+            self._give_up(str(exc))
+            return
+        except ManagementError:
+            pass  # the watcher's listing retries and reports it
+        self._connection.add_callback_threadsafe(lambda: self._start_watching(connection))
+
+    def _start_watching(self, connection: Any) -> None:
+        if connection is self._connection.connection and connection.is_open:
+            self._watcher.start(connection)
+
+    def _on_bindings_ready(self) -> None:
+        self._notify()
+        self._drain()
+
+    def _give_up(self, reason: str) -> None:
+        """A problem waiting will not solve: stop, and fail what is queued (any thread)."""
+        self._fatal = reason
+        LOG.error("publisher of %r: %s", self.exchange, reason)
+        with self._condition:
+            self._closing = True
+        self._connection.stop()
+        self._connection.add_callback_threadsafe(self._fail_unsent)
+        self._notify()
+
+    def _on_lost(self, reason: str) -> None:
+        # the window has failed what was in flight; the current message's unsent parts too
+        if self._current is not None:
+            future, _parts = self._current
+            self._current = None
+            future._fail(PublishFailed(f"connection lost: {reason}"))
+            self._part_settled(future)
+        self._window = None
+        if self._starting and "NOT_FOUND" in reason and self.bindings_exchange in reason:
+            self._give_up(f"exchange {self.bindings_exchange!r} does not exist: start the "
+                          f"sidecar for {self.exchange!r} once (it declares it) or declare it "
+                          "as a durable topic exchange")
+        self._notify()
+
+    def _drain(self) -> None:
+        """Route and send queued messages while the window has room."""
+        with self._condition:
+            self._wakeup_scheduled = False
+        window = self._window
+        if window is None or window.closed or not self._watcher.ready:
+            return
+        while window.has_room:
+            if self._current is not None:
+                if not self._send_parts(window):
+                    return
+                continue
+            with self._condition:
+                if not self._outbox:
+                    return
+                batch = [self._outbox.popleft()
+                         for _ in range(min(BATCH, len(self._outbox), window.window))]
+                self._condition.notify_all()  # room for blocked publishers
+            self._route(batch, window)
+
+    def _route(self, batch: list[tuple], window: ConfirmWindow) -> None:
+        decisions = self._router.decide_many([(item[1], item[4]) for item in batch])
+        for item, decision in zip(batch, decisions):
+            future, routing_key, body, properties, _headers, mandatory = item
+            if decision.error is not None:
+                future._fail(PreconditionFailed(decision.error))
+                self.failed += 1
+                future._settle()
+                continue
+            headers = decision.headers
+            publishes = decision.publishes
+            if decision.unroutable:  # the broker applies the alternate exchange / mandatory
+                self.unroutable += 1
+                parts = collections.deque([(self.bindings_exchange, routing_key, None,
+                                            headers, body, properties, mandatory)])
+            else:
+                future.matched = tuple(sorted({k for p in publishes for k in (p.bcc or ())}))
+                parts = collections.deque(
+                    (p.exchange, p.routing_key, p.bcc, headers, body, properties, mandatory)
+                    for p in publishes)
+            future._parts = len(parts)
+            self._current = (future, parts)
+            if not self._send_parts(window):
+                # the rest of the batch goes back to the front of the queue, in order
+                rest = batch[batch.index(item) + 1:]
+                with self._condition:
+                    self._outbox.extendleft(reversed(rest))
+                return
+
+    def _send_parts(self, window: ConfirmWindow) -> bool:
+        """Publish the current message's remaining parts; False if the window filled first."""
+        assert self._current is not None
+        future, parts = self._current
+        while parts:
+            if not window.has_room:
+                return False
+            exchange, routing_key, bcc, headers, body, properties, mandatory = parts[0]
+            if bcc:
+                headers = {**headers, "BCC": list(bcc)}
+            props = _with_headers(properties, headers)
+            try:
+                window.publish(exchange, routing_key, body, props, mandatory,
+                               callback=self._on_part, context=future)
+            except Exception as exc:  # noqa: BLE001 - the channel is closing: fail, not lose
+                future._fail(PublishFailed(f"not sent: {exc}"))
+                future._parts -= len(parts)
+                parts.clear()
+                break
+            parts.popleft()
+            self.published += 1
+        self._current = None
+        if future._parts == 0:
+            self._part_settled(future)
+        return True
+
+    def _on_part(self, part: PublishFuture) -> None:
+        future: MessageFuture = part.context
+        outcome = part.outcome
+        if outcome is Outcome.NACKED:
+            future._fail(PublishNacked(f"the broker nacked {future.routing_key!r}"))
+        elif outcome is Outcome.RETURNED:
+            future._fail(PublishReturned(
+                f"{future.routing_key!r} was returned: {part.reply_code} {part.reply_text}",
+                part.reply_code, part.reply_text))
+        elif outcome is Outcome.FAILED:
+            future._fail(PublishFailed(f"not confirmed: {part.reason}"))
+        future._parts -= 1
+        if future._parts <= 0 and (self._current is None or self._current[0] is not future):
+            self._part_settled(future)
+
+    def _part_settled(self, future: MessageFuture) -> None:
+        if future._done:
+            return
+        if future._error is None:
+            self.confirmed += 1
+        else:
+            self.failed += 1
+        future._settle()
+        self._notify()
+
+    def _fail_unsent(self) -> None:
+        with self._condition:
+            items = list(self._outbox)
+            self._outbox.clear()
+            if self._current is not None:
+                items.insert(0, (self._current[0],))
+                self._current = None
+        for item in items:
+            future = item[0]
+            future._fail(PublisherClosed(f"publisher of {self.exchange!r} closed before "
+                                         "the message was sent"))
+            self._part_settled(future)
+
+
+def _with_headers(properties: pika.BasicProperties | None,
+                  headers: dict[str, Any]) -> pika.BasicProperties | None:
+    """The caller's properties with ``headers`` (a new object: the caller's is not changed)."""
+    if properties is None:
+        return pika.BasicProperties(headers=headers) if headers else None
+    copy = pika.BasicProperties(**{k: v for k, v in vars(properties).items()})
+    copy.headers = headers or None
+    return copy
