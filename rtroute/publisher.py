@@ -43,10 +43,12 @@ from typing import Any, Callable
 
 import pika
 
+from rtroute.amqp import frames
 from rtroute.amqp.binding_watcher import BindingWatcher
 from rtroute.amqp.broker_identity import identity_from_server_properties
 from rtroute.amqp.confirm_window import ConfirmWindow, Outcome, PublishFuture
 from rtroute.amqp.connection import ReconnectingConnection
+from rtroute.amqp.content_header import PROPERTY_NAMES, content_header_frame
 from rtroute.amqp.management import ManagementClient, ManagementError, WrongBroker
 from rtroute.amqp.uri import mask_uri, parse_uri
 from rtroute.routing import PreconditionFailed
@@ -207,6 +209,7 @@ class RTopicPublisher:
         self._current: tuple[MessageFuture, collections.deque] | None = None
         self._window: ConfirmWindow | None = None
         self._channel: Any = None
+        self._fast: dict[bool, frames.PublishFrames] | None = None
         self._frame_max = 131072
         self._closing = False
         self._closed = False
@@ -374,8 +377,19 @@ class RTopicPublisher:
             identity_from_server_properties(getattr(connection, "server_properties", None)),
             self.masked_uri, "management_uri")
         self._channel = channel
-        window = ConfirmWindow(channel, self._window_size, on_writable=self._drain)
+        try:  # publish ready-made frames and read confirms without pika's per-frame dispatch
+            reader = frames.install(connection)
+            self._fast = {flag: frames.PublishFrames(channel.channel_number, 4096, flag)
+                          for flag in (False, True)}
+        except RuntimeError as exc:
+            LOG.warning("publishing through pika (slower): %s", exc)
+            reader, self._fast = None, None
+        # resume at half a window: publishes then go out in batches, not one per confirm
+        window = ConfirmWindow(channel, self._window_size, on_writable=self._drain,
+                               low_watermark=self._window_size // 2)
         window.start(on_ready=self._drain)
+        if reader is not None:
+            window.read_confirms_from(reader)
         self._window = window
         threading.Thread(target=self._verify_management, args=(connection,), daemon=True).start()
 
@@ -436,8 +450,10 @@ class RTopicPublisher:
             with self._condition:
                 if not self._outbox:
                     return
+                # no more than fits: a message routed but not sent is routed again later
+                room = window.window - window.in_flight
                 batch = [self._outbox.popleft()
-                         for _ in range(min(BATCH, len(self._outbox), window.window))]
+                         for _ in range(min(BATCH, len(self._outbox), room))]
                 self._condition.notify_all()  # room for blocked publishers
             self._route(batch, window)
 
@@ -480,10 +496,22 @@ class RTopicPublisher:
             exchange, routing_key, bcc, headers, body, properties, mandatory = parts[0]
             if bcc:
                 headers = {**headers, "BCC": list(bcc)}
-            props = _with_headers(properties, headers)
             try:
-                window.publish(exchange, routing_key, body, props, mandatory,
-                               callback=self._on_part, context=future)
+                if self._fast is not None:
+                    data, count = self._frames_of(exchange, routing_key, headers, body,
+                                                  properties, mandatory)
+                    window.publish_frames(exchange, routing_key, data, count,
+                                          body if mandatory else None, mandatory,
+                                          callback=self._on_part, context=future)
+                else:
+                    window.publish(exchange, routing_key, body,
+                                   _with_headers(properties, headers), mandatory,
+                                   callback=self._on_part, context=future)
+            except ValueError as exc:  # a property or header value with no AMQP encoding
+                future._fail(exc)
+                future._parts -= len(parts)
+                parts.clear()
+                break
             except Exception as exc:  # noqa: BLE001 - the channel is closing: fail, not lose
                 future._fail(PublishFailed(f"not sent: {exc}"))
                 future._parts -= len(parts)
@@ -495,6 +523,29 @@ class RTopicPublisher:
         if future._parts == 0:
             self._part_settled(future)
         return True
+
+    def _frames_of(self, exchange: str, routing_key: str, headers: dict[str, Any], body: bytes,
+                   properties: pika.BasicProperties | None, mandatory: bool
+                   ) -> tuple[bytes, int]:
+        """The method, content header and body frames of one publish, and their number.
+
+        Raises:
+            ValueError: a property with no encoding, or a header frame over ``frame_max``.
+        """
+        method_frames = self._fast[mandatory]
+        if properties is None and not headers:
+            header = content_header_frame(method_frames.channel, len(body), None)
+        else:
+            values = {} if properties is None else \
+                {name: getattr(properties, name, None) for name in PROPERTY_NAMES}
+            values["headers"] = headers or None
+            header = content_header_frame(method_frames.channel, len(body), values)
+        if len(header) > self._frame_max:
+            raise ValueError(f"the properties and headers take {len(header)} bytes, more than "
+                             f"the connection's frame_max ({self._frame_max})")
+        chunks = frames.body_frames(method_frames.channel, body, self._frame_max)
+        return (method_frames.get(exchange, routing_key) + header + b"".join(chunks),
+                2 + len(chunks))
 
     def _on_part(self, part: PublishFuture) -> None:
         future: MessageFuture = part.context

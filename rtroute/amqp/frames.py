@@ -32,6 +32,7 @@ from rtroute.amqp.socket_io import coalesce_io
 __all__ = [
     "FrameReader",
     "PublishFrames",
+    "body_frames",
     "body_of",
     "body_size",
     "content_header_size",
@@ -119,15 +120,20 @@ def on_channel(frame: bytes, channel: int) -> bytes:
 def rechannel(parts: list[bytes], channel: int, frame_max: int) -> list[bytes]:
     """The content frames ``parts`` (header, bodies) for another channel and frame size."""
     out = [on_channel(parts[0], channel)]
-    chunk = frame_max - 8
     if all(len(p) <= frame_max for p in parts[1:]):
         out += [on_channel(p, channel) for p in parts[1:]]
         return out
-    body = body_of(parts)
-    for start in range(0, len(body), chunk):
-        piece = body[start:start + chunk]
-        out.append(_FRAME_HEAD.pack(FRAME_BODY, channel, len(piece)) + piece + FRAME_END)
-    return out
+    return out + body_frames(channel, body_of(parts), frame_max)
+
+
+def body_frames(channel: int, body: bytes, frame_max: int) -> list[bytes]:
+    """``body`` as body frames of at most ``frame_max`` bytes each (none for an empty body)."""
+    chunk = frame_max - 8
+    if len(body) <= chunk:
+        return [_FRAME_HEAD.pack(FRAME_BODY, channel, len(body)) + body + FRAME_END] \
+            if body else []
+    return [_FRAME_HEAD.pack(FRAME_BODY, channel, len(piece)) + piece + FRAME_END
+            for piece in (body[i:i + chunk] for i in range(0, len(body), chunk))]
 
 
 def content_header_size(data: bytes) -> int:

@@ -248,3 +248,54 @@ def test_publishing_after_close_is_refused(managed, broker_uri, management_uri):
     pub.close()
     with pytest.raises(PublisherClosed):
         pub.publish("a.b", b"x")
+
+
+def test_rtroute_publish_route_locally(channel, managed, broker_uri, management_uri):
+    from click.testing import CliRunner
+
+    from rtroute.cli import main
+
+    queues = bind_queues(channel, managed, {"A": "a.b", "B": "audit.all"})
+    result = CliRunner().invoke(main, [
+        "publish", "--uri", broker_uri, "--management-uri", management_uri,
+        "--exchange", managed, "--routing-key", "*.b", "-n", "50", "--route-locally",
+        "--bcc", "audit.all"])
+    assert result.exit_code == 0, result.output
+    assert "routed here and published" in result.output
+    assert len(drain(channel, queues["A"])) == 50
+    assert len(drain(channel, queues["B"])) == 50
+
+
+def test_rtroute_publish_bcc_without_route_locally_is_a_usage_error():
+    from click.testing import CliRunner
+
+    from rtroute.cli import main
+
+    result = CliRunner().invoke(main, ["publish", "--exchange", "x", "--bcc", "k"])
+    assert result.exit_code == 2 and "--bcc needs --route-locally" in result.output
+
+
+@pytest.mark.parametrize("size", [0, 1, 131_064, 131_065, 1_000_000])
+def test_bodies_of_every_size_arrive_intact(channel, managed, broker_uri, management_uri,
+                                            size):
+    queues = bind_queues(channel, managed, {"A": "a.b"})
+    body = bytes(i % 251 for i in range(size))
+    with publisher(managed, broker_uri, management_uri) as pub:
+        wait_for(lambda: pub.bindings)
+        pub.publish("a.*", body, headers={"k": 1.5}).result(timeout=20)
+    got = drain(channel, queues["A"])
+    assert [b for _m, _p, b in got] == [body]
+    assert got[0][1].headers is not None and "k" in got[0][1].headers
+
+
+def test_headers_larger_than_a_frame_fail_that_message_only(channel, managed, broker_uri,
+                                                            management_uri):
+    queues = bind_queues(channel, managed, {"A": "a.b"})
+    with publisher(managed, broker_uri, management_uri) as pub:
+        wait_for(lambda: pub.bindings)
+        big = pub.publish("a.b", b"big", headers={"pad": "x" * 200_000})
+        ok = pub.publish("a.b", b"ok")
+        with pytest.raises(ValueError, match="frame_max"):
+            big.result(timeout=10)
+        ok.result(timeout=10)
+    assert [b for _m, _p, b in drain(channel, queues["A"])] == [b"ok"]

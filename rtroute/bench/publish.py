@@ -1,0 +1,265 @@
+"""`rtroute bench publish`: publisher-side routing against a native topic exchange, the sidecar
+and (with a broker that has it) the x-rtopic plugin, in one run.
+
+Every path delivers the same messages to the same queues and is timed from the first publish
+until the queues hold every copy. The table: 10,000 bindings, of which 1, 10 or 100 queues
+match each message, and for one queue the four key shapes (literal, ``*``, trailing ``#``,
+leading ``#``).
+
+- **native topic exchange**: the wildcards sit in the binding keys (``*.app1.mod1.t0``), the
+  publisher publishes a literal key; what a user without rtopic would do.
+- **publisher-side** (:class:`rtroute.RTopicPublisher`): plain binding keys on
+  ``NAME.bindings``; the wildcard is in the publish key; routed here, one publish with BCC.
+- **sidecar**: the same, published to ``NAME`` through an ``rtroute run`` process.
+- **x-rtopic plugin** (``--plugin-uri``): the same plain binding keys on an ``x-rtopic``
+  exchange of the plugin's broker (not the same broker: compare its column with care).
+
+Each scenario runs ``repeat`` times, the paths alternating, and reports the median rates.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from rtroute.amqp import connect_blocking, publish
+from rtroute.bench.measure import wait_for_depth
+from rtroute.netaddr import free_port
+
+DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
+BINDINGS = 10_000
+BODY = 100
+
+
+@dataclass(frozen=True)
+class Shape:
+    """``matched`` queues get each message; ``rtopic_key`` is what rtopic publishers send,
+    ``topic_binding`` what the native topic exchange's queues are bound with (its publisher
+    sends ``topic_key``)."""
+
+    label: str
+    matched: int
+    messages: int
+    rtopic_key: str
+    topic_binding: str
+    topic_key: str = "hit.app1.mod1.t0"
+
+
+SHAPES = [
+    Shape("1 queue/msg, literal key", 1, 40_000, "hit.app1.mod1.t0", "hit.app1.mod1.t0"),
+    Shape("1 queue/msg, *.app1.mod1.t0", 1, 40_000, "*.app1.mod1.t0", "*.app1.mod1.t0"),
+    Shape("1 queue/msg, hit.#", 1, 40_000, "hit.#", "hit.#"),
+    Shape("1 queue/msg, #.t0 (leading #)", 1, 40_000, "#.t0", "#.t0"),
+    Shape("10 queues/msg, hit.app1.mod1.*", 10, 15_000, "hit.app1.mod1.*", "hit.app1.mod1.*"),
+    Shape("100 queues/msg, hit.app1.mod1.*", 100, 2_000, "hit.app1.mod1.*",
+          "hit.app1.mod1.*"),
+]
+
+
+def _filler(j: int) -> str:
+    """One of the bindings no message matches (four words, like the matched ones)."""
+    return f"n{j}.app{j % 10}.mod{j % 7}.w{j}"
+
+
+class _Setup:
+    """The queues and bindings of one shape on one broker, for every path at once."""
+
+    def __init__(self, channel: Any, shape: Shape, tag: str, plugin_channel: Any = None):
+        self.name = f"rtroute.bench.{tag}"
+        self.native = f"{self.name}.native"
+        self.queues = [f"{self.name}.q{i}" for i in range(shape.matched)]
+        self.fillers = [f"{self.name}.f{i}" for i in range(10)]
+        channel.exchange_declare(self.native, "topic", durable=True)
+        channel.exchange_declare(f"{self.name}.bindings", "topic", durable=True)
+        for i, queue in enumerate(self.queues):
+            channel.queue_declare(queue, exclusive=True)
+            channel.queue_bind(queue, f"{self.name}.bindings", f"hit.app1.mod1.t{i}")
+            channel.queue_bind(queue, self.native, shape.topic_binding)
+        for queue in self.fillers:
+            channel.queue_declare(queue, exclusive=True)
+        for j in range(BINDINGS - shape.matched):
+            queue = self.fillers[j % len(self.fillers)]
+            channel.queue_bind(queue, f"{self.name}.bindings", _filler(j))
+            channel.queue_bind(queue, self.native, _filler(j))
+        self.plugin_queues: list[str] = []
+        if plugin_channel is not None:
+            plugin_channel.exchange_declare(self.name, "x-rtopic", durable=True)
+            for i in range(shape.matched):
+                queue = plugin_channel.queue_declare(
+                    f"{self.name}.q{i}", exclusive=True).method.queue
+                plugin_channel.queue_bind(queue, self.name, f"hit.app1.mod1.t{i}")
+                self.plugin_queues.append(queue)
+            filler = plugin_channel.queue_declare(f"{self.name}.f", exclusive=True).method.queue
+            for j in range(BINDINGS - shape.matched):
+                plugin_channel.queue_bind(filler, self.name, _filler(j))
+
+    def purge(self, channel: Any) -> None:
+        for queue in self.queues:
+            channel.queue_purge(queue)
+
+    def remove(self, channel: Any, plugin_channel: Any = None) -> None:
+        for queue in self.queues + self.fillers:
+            channel.queue_delete(queue)
+        for exchange in (self.native, self.name, f"{self.name}.bindings"):
+            channel.exchange_delete(exchange)
+        channel.queue_delete(f"rtroute.ingress.{self.name}")
+        if plugin_channel is not None:
+            plugin_channel.exchange_delete(self.name)
+
+
+def _pika_path(uri: str, exchange: str, key: str, shape: Shape, channel: Any,
+               queues: list[str]) -> float:
+    start = time.monotonic()
+    result = publish(uri, exchange, key, shape.messages, BODY, window=2000,
+                     echo=lambda *_: None)
+    if result.get("error") or result["acked"] != shape.messages:
+        raise RuntimeError(f"publish to {exchange} failed: {result}")
+    end = wait_for_depth(channel, queues, shape.messages * shape.matched, 600)
+    return shape.messages / (end - start)
+
+
+def _library_path(publisher: Any, shape: Shape, channel: Any, queues: list[str]) -> float:
+    body = b"x" * BODY
+    start = time.monotonic()
+    futures = [publisher.publish(shape.rtopic_key, body) for _ in range(shape.messages)]
+    publisher.wait_for_confirms()
+    failed = [f for f in futures if f.exception() is not None]
+    if failed:
+        raise RuntimeError(f"{len(failed)} publisher-side message(s) failed: "
+                           f"{failed[0].exception()}")
+    end = wait_for_depth(channel, queues, shape.messages * shape.matched, 600)
+    return shape.messages / (end - start)
+
+
+def _start_sidecar(uri: str, management_uri: str | None, name: str) -> tuple[Any, int]:
+    port = free_port()
+    env = dict(os.environ, RTROUTE_URI=uri)  # not in argv, where ps shows it
+    if management_uri:
+        env["RTROUTE_MANAGEMENT_URI"] = management_uri
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rtroute.cli", "run", "--rtopic", name, "--http",
+         f"127.0.0.1:{port}", "--log-level", "WARNING", "--name", f"bench-{name}",
+         "--prefetch", "5000"], env=env)
+    return proc, port
+
+
+def _wait_sidecar(proc: Any, port: int, bindings: int) -> None:
+    import json
+
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=2) as r:
+                ex = json.load(r)["exchanges"][0]
+            if ex["state"] == "running" and ex["bindings_known"] == bindings:
+                return
+        except (OSError, KeyError, IndexError, ValueError):
+            pass
+        if time.monotonic() > deadline or proc.poll() is not None:
+            raise RuntimeError("the sidecar did not come up")
+        time.sleep(0.1)
+
+
+def run_shape(uri: str, shape: Shape, echo: Callable[[str], None], repeat: int = 3,
+              management_uri: str | None = None, plugin_uri: str | None = None,
+              sidecar: bool = True) -> dict:
+    """Measures one shape on every path ``repeat`` times; returns the median rates."""
+    from rtroute.publisher import RTopicPublisher
+
+    tag = uuid.uuid4().hex[:6]
+    conn = connect_blocking(uri)
+    channel = conn.channel()
+    plugin_conn = connect_blocking(plugin_uri) if plugin_uri else None
+    plugin_channel = plugin_conn.channel() if plugin_conn else None
+    setup = _Setup(channel, shape, tag, plugin_channel)
+    proc = None
+    rates: dict[str, list[float]] = {"native": [], "publisher": []}
+    if sidecar:
+        rates["sidecar"] = []
+    if plugin_channel is not None:
+        rates["plugin"] = []
+    try:
+        if sidecar:
+            proc, port = _start_sidecar(uri, management_uri, setup.name)
+            _wait_sidecar(proc, port, BINDINGS)
+        with RTopicPublisher(uri, setup.name, management_uri=management_uri,
+                             window=2000) as publisher:
+            deadline = time.monotonic() + 120
+            while len(publisher.bindings) < BINDINGS:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the publisher did not list every binding")
+                time.sleep(0.1)
+            for run_number in range(1, repeat + 1):
+                setup.purge(channel)
+                rates["native"].append(_pika_path(uri, setup.native, shape.topic_key, shape,
+                                                  channel, setup.queues))
+                setup.purge(channel)
+                rates["publisher"].append(_library_path(publisher, shape, channel,
+                                                        setup.queues))
+                if sidecar:
+                    setup.purge(channel)
+                    rates["sidecar"].append(_pika_path(uri, setup.name, shape.rtopic_key,
+                                                       shape, channel, setup.queues))
+                if plugin_channel is not None:
+                    for queue in setup.plugin_queues:
+                        plugin_channel.queue_purge(queue)
+                    rates["plugin"].append(_pika_path(plugin_uri, setup.name, shape.rtopic_key,
+                                                      shape, plugin_channel,
+                                                      setup.plugin_queues))
+                echo(f"  {shape.label}, run {run_number}/{repeat}: " + ", ".join(
+                    f"{path} {values[-1]:,.0f}" for path, values in rates.items()) + " msg/s")
+    finally:
+        if proc is not None:
+            proc.terminate()
+            proc.wait(30)
+        if not channel.is_open:
+            channel = conn.channel()
+        setup.remove(channel, plugin_channel)
+        conn.close()
+        if plugin_conn is not None:
+            plugin_conn.close()
+    medians = {path: statistics.median(values) for path, values in rates.items()}
+    return {"scenario": shape.label, "messages": shape.messages,
+            "queues_per_message": shape.matched, "bindings": BINDINGS,
+            "rtopic_key": shape.rtopic_key, "topic_binding": shape.topic_binding,
+            **{f"{path}_msgs_per_s": rate for path, rate in medians.items()},
+            "publisher_vs_native": medians["publisher"] / medians["native"],
+            "runs": [{path: values[i] for path, values in rates.items()}
+                     for i in range(repeat)]}
+
+
+def run(uri: str = DEFAULT_URI, shapes: list[Shape] = SHAPES,
+        echo: Callable[[str], None] = print, repeat: int = 3,
+        management_uri: str | None = None, plugin_uri: str | None = None,
+        sidecar: bool = True) -> list[dict]:
+    """Runs every shape; prints progress and a table of medians; returns the rows."""
+    echo(f"publisher-side routing vs native topic exchange ({BINDINGS:,} bindings, "
+         f"{BODY}-byte messages, median of {repeat} runs)")
+    rows = [run_shape(uri, s, echo, repeat, management_uri, plugin_uri, sidecar)
+            for s in shapes]
+    paths = [p for p in ("native", "publisher", "sidecar", "plugin")
+             if f"{p}_msgs_per_s" in rows[0]]
+    titles = {"native": "topic exchange", "publisher": "publisher-side", "sidecar": "sidecar",
+              "plugin": "x-rtopic plugin"}
+    echo("")
+    echo("| scenario | " + " | ".join(f"{titles[p]} msg/s" for p in paths) +
+         " | publisher-side / topic exchange |")
+    echo("|---|" + "---:|" * (len(paths) + 1))
+    for r in rows:
+        echo(f"| {r['scenario']} | " + " | ".join(f"{r[f'{p}_msgs_per_s']:,.0f}" for p in paths)
+             + f" | {r['publisher_vs_native']:.2f} |")
+    return rows
+
+
+def json_rows(rows: list[dict]) -> list[dict]:
+    """The report rows: publisher-side routing against the native topic exchange."""
+    return [{"name": "publisher-side", "value": r["publisher_msgs_per_s"], "unit": "msg/s",
+             "baseline": "native topic exchange", "baseline_value": r["native_msgs_per_s"],
+             "ratio": r["publisher_vs_native"], "ratio_means": "rtroute / baseline",
+             **{k: v for k, v in r.items() if k not in ("runs",)}} for r in rows]
