@@ -2,14 +2,14 @@
 
 Two functions come out of each selector:
 
-* `matches(headers, message=None) -> bool`, built from two boolean views of every condition,
-  "is TRUE" and "is FALSE" (NOT swaps them, AND/OR map to Python's `and`/`or`), so that
+* `matches(headers, message=None, body=None) -> bool`, built from two boolean views of every
+  condition, "is TRUE" and "is FALSE" (NOT swaps them, AND/OR map to Python's `and`/`or`), so that
   three-valued logic costs nothing at run time: a condition that is unknown is simply neither.
   Comparisons of a property with a number or string literal, IN, LIKE and BETWEEN get inline
   fast paths for the common value types, falling back to the exact Java semantics of
   `rtroute.selector.values` for anything else.
-* `evaluate(headers, message=None) -> True | False | None`, the full three-valued result,
-  straightforwardly built from the helpers in `values` (used by tests and tools, not on the hot
+* `evaluate(headers, message=None, body=None) -> True | False | None`, the full three-valued
+  result, straightforwardly built from the helpers in `values` (used by tests and tools, not on the hot
   path).
 
 Both evaluate left to right and skip what Artemis skips, so that an evaluation that Artemis
@@ -40,6 +40,8 @@ from rtroute.selector.nodes import (
     Node,
     Not,
     Property,
+    XPath,
+    XQuery,
     may_fail,
 )
 
@@ -64,7 +66,7 @@ def compile_functions(tree: Node, convert: bool, text: str) -> tuple[Function, F
     truth = gen.true(tree)
     value = gen.value(tree)
     source = (
-        "def matches(h, message=None):\n"
+        "def matches(h, message=None, body=None):\n"
         "    if h is None:\n"
         "        h = _EMPTY\n"
         "    try:\n"
@@ -72,7 +74,7 @@ def compile_functions(tree: Node, convert: bool, text: str) -> tuple[Function, F
         "    except _EvaluationError:\n"
         "        return False\n"
         "\n"
-        "def evaluate(h, message=None):\n"
+        "def evaluate(h, message=None, body=None):\n"
         "    if h is None:\n"
         "        h = _EMPTY\n"
         "    try:\n"
@@ -106,10 +108,19 @@ def identifiers(tree: Node) -> set[str]:
 
 def uses_fields(tree: Node) -> bool:
     """Whether the selector reads a standard (JMS*/AMQ*) field."""
+    return _contains(tree, Field)
+
+
+def uses_body(tree: Node) -> bool:
+    """Whether the selector reads the message body (an XPATH term)."""
+    return _contains(tree, XPath)
+
+
+def _contains(tree: Node, kind: type) -> bool:
     stack = [tree]
     while stack:
         node = stack.pop()
-        if isinstance(node, Field):
+        if isinstance(node, kind):
             return True
         stack.extend(node.children())
     return False
@@ -208,6 +219,10 @@ class _Codegen:
             return f"{helper}({thunks})"
         if isinstance(node, BoolCast):
             return f"_cast3({self.value(node.operand)})"
+        if isinstance(node, XPath):
+            return f"{self.bind(node.evaluator)}(body)"
+        if isinstance(node, XQuery):
+            return "False"
         raise AssertionError(f"unknown node {node!r}")  # pragma: no cover
 
     def _conjunction_after_unknown(self, node: Logic, first: Node, rest: tuple[Node, ...],
@@ -278,6 +293,11 @@ class _Codegen:
             return self._condition(node.operand, not want)
         if isinstance(node, Literal):
             return "True" if node.value is want else "False"
+        if isinstance(node, XQuery):
+            return "False" if want else "True"
+        if isinstance(node, XPath):
+            call = self.value(node)
+            return call if want else f"(not {call})"
         if isinstance(node, BoolCast):
             if want:
                 return f"({self.value(node.operand)} is True)"

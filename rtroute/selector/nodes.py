@@ -7,7 +7,7 @@ The parser desugars the negated forms exactly as Artemis builds them: `a <> b` i
 """
 from __future__ import annotations
 
-from typing import Union
+from typing import Any, Callable, Union
 
 Value = Union[str, int, float, bool, None]
 
@@ -220,6 +220,30 @@ class BoolCast(Node):
 
     def children(self) -> tuple[Node, ...]:
         return (self.operand,)
+
+
+class XPath(Node):
+    """`XPATH 'expr'`: TRUE or FALSE (never unknown) from the message body parsed as XML."""
+
+    __slots__ = ("evaluator", "expression")
+    boolean = True
+
+    def __init__(self, expression: str, evaluator: Callable[[Any], bool], pos: int) -> None:
+        super().__init__(pos)
+        self.expression = expression
+        self.evaluator = evaluator  # compiled once, by `rtroute.selector.xpath.compile_xpath`
+
+
+class XQuery(Node):
+    """`XQUERY 'expr'`: parsed, never checked, always FALSE (so `NOT XQUERY 'x'` is TRUE), as
+    Artemis's XQueryExpression."""
+
+    __slots__ = ("expression",)
+    boolean = True
+
+    def __init__(self, expression: str, pos: int) -> None:
+        super().__init__(pos)
+        self.expression = expression
 
 
 def may_fail(node: Node) -> bool:

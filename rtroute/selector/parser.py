@@ -10,14 +10,14 @@ operator binding tighter than any comparison, so `NOT a = 2` is `(NOT a) = 2`):
     <  >  <=  >=  [NOT] LIKE  [NOT] BETWEEN  [NOT] IN
     +  -
     *  /  %
-    unary + - NOT
+    unary + - NOT, XPATH 'expr', XQUERY 'expr'
     literal, identifier, ( ... )
 
 Rejected at compile time, as Artemis does: a string, boolean or NULL literal (or a condition)
 beside `<`, `>`, `<=`, `>=` or in `BETWEEN`; NULL beside `=`/`<>`; a TRUE/FALSE/NULL literal
 compared with a non-boolean literal; an `IN` whose left side is not a property; an `ESCAPE` that
-is not one character; and a selector, an AND/OR operand or a NOT operand that is neither a
-condition nor a property.
+is not one character; a selector, an AND/OR operand or a NOT operand that is neither a
+condition nor a property; and an XPATH expression that the JDK's XPath compiler refuses.
 """
 from __future__ import annotations
 
@@ -41,6 +41,8 @@ from rtroute.selector.nodes import (
     Node,
     Not,
     Property,
+    XPath,
+    XQuery,
 )
 from rtroute.selector.values import INT_MAX, INT_MIN, LONG_MAX, LONG_MIN, JLong, negate
 
@@ -365,12 +367,30 @@ class _Parser:
             self.leave()
             return self.make(Not(operand, token.start))
         if token.kind == KEYWORD and token.value in ("XPATH", "XQUERY"):
-            raise self.error(f"{token.value} selectors are not supported", token.start)
+            return self.xml_query(token)
         node = self.primary()
         if isinstance(node, Literal) and type(node.value) is int and node.value > LONG_MAX \
                 and not negated:
             raise self.error("integer literal out of the 64-bit range", node.pos)
         return node
+
+    def xml_query(self, keyword: lexer.Token) -> Node:
+        """`XPATH 'expr'` (compiled now: Artemis refuses a bad one with the selector) or
+        `XQUERY 'expr'` (never looked at)."""
+        self.advance()
+        if not self.at(STRING):
+            raise self.unexpected(f"a string literal (the {keyword.value} expression)")
+        literal = self.advance()
+        expression = str(literal.value)
+        if keyword.value == "XQUERY":
+            return XQuery(expression, keyword.start)
+        from rtroute.selector.xpath import XPathCompileError, compile_xpath
+
+        try:
+            evaluator = compile_xpath(expression)
+        except XPathCompileError as exc:
+            raise self.error(str(exc), literal.start) from None
+        return XPath(expression, evaluator, keyword.start)
 
     def negation(self, operand: Node, position: int) -> Node:
         """Unary minus; on a numeric literal it is folded, keeping Java's Integer/Long kind."""

@@ -99,9 +99,11 @@ MALFORMED = [
     ("a = 02000000000000000000000", 4, "64-bit range"),
     ("a\u00e9 = 1", 1, "unexpected character"),   # identifiers are ASCII, as in Artemis
     ("a = 1 \u00a0", 6, "unexpected character"),  # only space, tab, CR, LF, FF are blanks
-    # unsupported
-    ("XPATH '//a'", 0, "XPATH selectors are not supported"),
-    ("XQUERY '//a'", 0, "XQUERY selectors are not supported"),
+    # XPATH / XQUERY: a string literal follows; the XPath is compiled with the selector
+    ("XPATH //a", 6, "a string literal (the XPATH expression) after XPATH"),
+    ("XQUERY 5", 7, "a string literal (the XQUERY expression) after XQUERY"),
+    ("XPATH '//a['", 6, "invalid XPath expression"),
+    ("a = 1 AND XPATH 'nope()'", 16, "unknown XPath function nope()"),
     # modes are prefixes, spelled exactly
     ("CONVERT_STRING_EXPRESSIONS:a = '1'", 26, "unexpected character ':'"),
 ]
