@@ -11,7 +11,9 @@ sets the routing type by the divert's ``routing-type``:
 ``_AMQ_ORIG_MESSAGE_ID``    the original's message id (here its ``message_id`` property;
                             absent when the original has none)
 ``_AMQ_ORIG_ROUTING_TYPE``  the original's routing type: 0 MULTICAST, 1 ANYCAST
-                            (``RoutingType.getType()``)
+                            (``RoutingType.getType()``); set only when the original has
+                            one, i.e. an ``_AMQ_ROUTING_TYPE`` header of 0 or 1 (see
+                            :func:`original_routing_type`)
 ``_AMQ_ROUTING_TYPE``       the copy's own routing type (``Message.HDR_ROUTING_TYPE``)
 ==========================  ===========================================================
 
@@ -27,8 +29,10 @@ queue a queue of the same name):
                are dropped from the copy)
 ``MULTICAST``  the exchange of that name, with the routing key (the divert's ``routing_key``
                or the original's); ``CC`` kept, the BCC alias turned into a real ``BCC``
-``PASS``       as the original: ANYCAST if it carries ``_AMQ_ROUTING_TYPE`` = 1, else MULTICAST
-               (a message published to an exchange is multicast)
+``PASS``       as the original: ANYCAST if it carries ``_AMQ_ROUTING_TYPE`` = 1, MULTICAST if
+               0; without a routing type the copy has none either, and goes where a
+               ``STRIP`` copy goes (Artemis routes a copy without a routing type to every
+               queue of the address, whatever their type)
 ``STRIP``      the address decides: the exchange of that name if there is one, else the queue
                of that name; the copy carries no ``_AMQ_ROUTING_TYPE``
 =============  =============================================================================
@@ -91,10 +95,23 @@ class Copy:
 
 def routing_type_of(headers: Mapping[str, Any] | None) -> int:
     """A message's routing type: its ``_AMQ_ROUTING_TYPE`` if 0 or 1, else MULTICAST."""
+    value = original_routing_type(headers)
+    return MULTICAST if value is None else value
+
+
+def original_routing_type(headers: Mapping[str, Any] | None) -> int | None:
+    """The routing type a message carries, or None when it has none.
+
+    Artemis reads it from the message (``Message.getRoutingType()``: the ``_AMQ_ROUTING_TYPE``
+    byte, ``RoutingType.getType`` of 0 or 1, else null); a publisher chooses it, the address
+    does not set it. An AMQP 0-9-1 message has one only when it carries that header as an
+    integer (of any AMQP width: RabbitMQ clients rarely send a byte) of 0 or 1; a message
+    published to an exchange without it has none, like a core message sent without one.
+    """
     value = (headers or {}).get(HDR_ROUTING_TYPE)
     if isinstance(value, int) and not isinstance(value, bool) and value in (MULTICAST, ANYCAST):
         return value
-    return MULTICAST
+    return None
 
 
 def hops_of(headers: Mapping[str, Any] | None) -> int:
@@ -140,8 +157,11 @@ def make_copy(original: Message, divert: Any, address: str, source: str, max_hop
         headers.pop(HDR_ORIG_MESSAGE_ID, None)
     else:
         headers[HDR_ORIG_MESSAGE_ID] = original_id
-    original_type = routing_type_of(original.headers)
-    headers[HDR_ORIG_ROUTING_TYPE] = original_type
+    original_type = original_routing_type(original.headers)
+    if original_type is not None:
+        # as Artemis's referenceOriginalMessage: set only then, and an earlier hop's value
+        # (copied with the other headers) is left as it is otherwise
+        headers[HDR_ORIG_ROUTING_TYPE] = original_type
     routing_type = divert.routing_type
     if routing_type == "ANYCAST":
         headers[HDR_ROUTING_TYPE] = ANYCAST
@@ -150,7 +170,7 @@ def make_copy(original: Message, divert: Any, address: str, source: str, max_hop
         headers[HDR_ROUTING_TYPE] = MULTICAST
         delivery = TO_EXCHANGE
     elif routing_type == "PASS":
-        delivery = TO_QUEUE if original_type == ANYCAST else TO_EXCHANGE
+        delivery = {ANYCAST: TO_QUEUE, MULTICAST: TO_EXCHANGE}.get(original_type, TO_ADDRESS)
     else:  # STRIP
         headers.pop(HDR_ROUTING_TYPE, None)
         delivery = TO_ADDRESS

@@ -231,6 +231,59 @@ class DivertTable:
         self._rebuild()
         return divert
 
+    def check_update(self, config: DivertConfigLike) -> Divert:
+        """Validates new settings for the divert named ``config.name`` without applying them.
+
+        Returns:
+            The new settings compiled (a :class:`Divert` outside the table).
+
+        Raises:
+            KeyError: no such divert.
+            DivertError: the address, ``exclusive`` or routing name differ (as in Artemis's
+                ``updateDivert``, only the filter, forwarding address, routing type and
+                transformer change, plus rtroute's routing key); a bad filter, transformer or
+                routing type; or the new forwarding addresses would close a cycle.
+        """
+        divert = self._diverts[config.name]
+        old = divert.config
+        for key, before, after in (
+                ("address", old.address, config.address),
+                ("exclusive", old.exclusive, config.exclusive),
+                ("routing_name", old.routing_name or old.name,
+                 config.routing_name or config.name)):
+            if before != after:
+                raise DivertError(f"divert {config.name!r}: {key} cannot be changed by an "
+                                  f"update (it is {before!r}); delete the divert and create "
+                                  "it again")
+        candidate = Divert(config, divert.origin)
+        configs = [config if d is divert else d.config for d in self._diverts.values()]
+        cycle = find_cycle(self._exchanges, configs)
+        if cycle is not None:
+            raise DivertError(f"divert {configs[cycle.closing].name!r}: "
+                              f"{cycle.describe(configs)}")
+        return candidate
+
+    def update(self, config: DivertConfigLike) -> Divert:
+        """Gives the divert named ``config.name`` new settings, in place: it keeps its position
+        (exclusive order, routing-name turns) and its counters, and the next
+        :meth:`evaluate` uses the new settings (all of them or none: see
+        :meth:`check_update`, which runs first and leaves the divert unchanged on error).
+
+        Returns:
+            The divert (the same object as before).
+
+        Raises:
+            KeyError, DivertError: see :meth:`check_update`.
+        """
+        candidate = self.check_update(config)
+        divert = self._diverts[config.name]
+        divert.config = candidate.config
+        divert.selector = candidate.selector
+        divert.transformer = candidate.transformer
+        divert.forwarding_addresses = candidate.forwarding_addresses
+        self._rebuild()
+        return divert
+
     def remove(self, name: str) -> Divert:
         """Removes the divert named ``name`` and returns it.
 

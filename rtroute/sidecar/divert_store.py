@@ -2,10 +2,12 @@
 
 Artemis persists the diverts its management API creates. With ``[http] persist_diverts`` the
 sidecar does the same in RabbitMQ: the global parameter ``rtroute.diverts.VHOST`` holds the
-diverts created with ``POST /diverts`` as a JSON list (the objects that endpoint takes, in
-creation order). Every persisting sidecar of the vhost loads it at start and reads it again
+diverts created with ``POST /diverts`` (as last changed by ``PUT``/``PATCH /diverts/NAME``) as
+a JSON list (the objects that endpoint takes, in creation order). Every persisting sidecar of
+the vhost loads it at start, whether or not its config file names them, and reads it again
 every few seconds, so a standby has the diverts the active sidecar was given when it takes
-over, and a restarted sidecar has them again.
+over, and a restarted sidecar has them again. A stored divert named like one of the config
+file is not loaded there: the file wins (as in Artemis's ``recoverStoredDiverts``).
 
 Writes read the list, change one entry and write it back: two sidecars changing diverts in the
 same instant can lose one of the changes (the HTTP answer said it was stored; send it again).

@@ -94,6 +94,9 @@ VERIFY_RETRY = 5.0  # seconds between attempts to reach the management API at co
 MANAGEMENT_OPTION = "--management-uri (RTROUTE_MANAGEMENT_URI, [broker] management_uri)"
 
 
+FILE_WINS = ("stored divert %s ignored: the config file defines a divert of that name, and the "
+             "file wins (as Artemis deploys a stored divert only when its configuration does not "
+             "name it); delete it from %s, or rename one of them")
 BCC_HINT = ("RabbitMQ removes a publisher's BCC header before the ingress queue stores the "
             "message, so the sidecar never sees it and those copies are not made: publishers "
             "put blind copies in each exchange's bcc_alias_header instead (x-rtroute-bcc by "
@@ -584,6 +587,29 @@ class Sidecar:
         except concurrent.futures.TimeoutError:
             raise _Unavailable(f"no answer from the sidecar within {timeout} s") from None
 
+    def update_divert(self, config: Any, timeout: float = 10.0) -> dict:
+        """Gives a running divert new settings (its filter, forwarding addresses, routing type,
+        transformer, routing key), as Artemis's ``updateDivert`` does: in place, between two
+        batches, so each message sees either the old settings or the new ones, and copies
+        already decided go out as they were decided. New forwarding addresses are looked up
+        on the broker first. Any thread but the ioloop's.
+
+        Returns:
+            The divert's status (its counters go on).
+
+        Raises:
+            KeyError: no such divert.
+            DivertError: a setting that cannot change, a bad one, a cycle, a transformer not
+                on the allow-list.
+            RuntimeError: not connected, or no answer within ``timeout``.
+        """
+        result: concurrent.futures.Future = concurrent.futures.Future()
+        self._connection.add_callback_threadsafe(lambda: self._update_divert(config, result))
+        try:
+            return result.result(timeout)
+        except concurrent.futures.TimeoutError:
+            raise _Unavailable(f"no answer from the sidecar within {timeout} s") from None
+
     # -- stored diverts (persist_diverts) -------------------------------------------------------
     def _read_stored_diverts(self) -> tuple[list, list[str]] | None:
         """The stored diverts, read once the management API is known to be the broker's (any
@@ -602,6 +628,11 @@ class Sidecar:
         for problem in problems:
             LOG.warning("stored divert ignored: %s", problem)
         for config in configs:
+            current = self.diverts.get(config.name)
+            if current is not None and current.origin == "config":
+                LOG.warning(FILE_WINS, config.name, self._store.parameter
+                            if self._store is not None else "the broker")
+                continue
             try:
                 self._check_transformer(config)
                 self.diverts.add(config, origin="http")
@@ -650,11 +681,15 @@ class Sidecar:
                                                 or divert_json(current.config)
                                                 == divert_json(config)):
                         continue
-                    if current is not None:
-                        self._apply_stored(lambda n=name: self.delete_divert(n),
-                                           f"replacing divert {name}")
-                    why = self._apply_stored(lambda c=config: self.create_divert(c),
-                                             f"adding divert {name}")
+                    if current is not None and _updatable(current.config, config):
+                        why = self._apply_stored(lambda c=config: self.update_divert(c),
+                                                 f"updating divert {name}")
+                    else:
+                        if current is not None:
+                            self._apply_stored(lambda n=name: self.delete_divert(n),
+                                               f"replacing divert {name}")
+                        why = self._apply_stored(lambda c=config: self.create_divert(c),
+                                                 f"adding divert {name}")
                     if why and ignored.get(name) != why:
                         LOG.warning("stored divert %s ignored: %s", name, why)
                     if why:
@@ -675,8 +710,12 @@ class Sidecar:
         return None
 
     def http_routes(self) -> dict:
-        """``POST /diverts``, ``DELETE /diverts/NAME`` and ``GET /diverts`` for the OpsServer."""
+        """``POST /diverts``, ``PUT``/``PATCH``/``DELETE /diverts/NAME`` and ``GET /diverts``
+        for the OpsServer."""
         return {("POST", "/diverts"): self._http_create_divert,
+                ("PUT", "/diverts/"): lambda path, body: self._http_update_divert(
+                    path, body, replace=True),
+                ("PATCH", "/diverts/"): self._http_update_divert,
                 ("DELETE", "/diverts/"): self._http_delete_divert,
                 ("GET", "/diverts"): lambda _path, _body: (200, self._diverts_status())}
 
@@ -790,6 +829,55 @@ class Sidecar:
                 return 404, {"error": f"no divert named {name!r}"}
             except _Unavailable as exc:
                 return 503, {"error": str(exc)}
+
+    def _http_update_divert(self, path: str, body: bytes, replace: bool = False
+                            ) -> tuple[int, Any]:
+        """``PATCH /diverts/NAME`` (the keys given change) and ``PUT /diverts/NAME`` (the
+        whole divert): see :func:`rtroute.config.loads_divert_update`."""
+        from rtroute.config import ConfigError, loads_divert_update
+
+        name = urllib.parse.unquote(path[len("/diverts/"):])
+        with self._store_lock:
+            current = self.diverts.get(name)
+            if current is None:
+                return 404, {"error": f"no divert named {name!r}"}
+            try:
+                config = loads_divert_update(body.decode("utf-8"), current.config, replace)
+            except UnicodeDecodeError:
+                return 400, {"error": "the request body is not UTF-8"}
+            except ConfigError as exc:
+                return 400, {"error": str(exc)}
+            before = current.config
+            try:
+                status = self.update_divert(config)
+            except KeyError:
+                return 404, {"error": f"no divert named {name!r}"}
+            except DivertError as exc:
+                return 400, {"error": str(exc)}
+            except _Unavailable as exc:
+                return 503, {"error": str(exc)}
+            stored = False
+            warnings = self._missing_targets(status)
+            if current.origin == "config":
+                warnings.append("this divert comes from the config file: the change lasts "
+                                "until the process stops (edit the file to keep it)")
+            elif self._store is not None:
+                try:
+                    self._store.put(config)
+                    stored = True
+                except ManagementError as exc:
+                    try:
+                        self.update_divert(before)
+                    except (DivertError, KeyError, _Unavailable) as undo:
+                        LOG.error("divert %s: the update could not be stored (%s) nor "
+                                  "undone (%s): it runs here until restarted", name, exc,
+                                  undo)
+                        return 503, {"error": f"the update could not be stored in the "
+                                              f"broker ({exc}) and could not be undone "
+                                              f"({undo})"}
+                    return 503, {"error": f"the update could not be stored in the broker, so "
+                                          f"it was undone: {exc}"}
+        return 200, {"divert": status, "warnings": warnings, "stored": stored}
 
     def _missing_targets(self, status: dict) -> list[str]:
         divert = self.diverts.get(status["name"])
@@ -1002,12 +1090,6 @@ class Sidecar:
         except DivertError as exc:
             result.set_exception(exc)
             return
-        names = [n for n in self._forwarding_names([divert]) if self._targets.get(n) is None]
-        connection = self._connection.connection
-        if names and (connection is None or not connection.is_open or self._window is None):
-            result.set_exception(_Unavailable("not connected to the broker, so the forwarding "
-                                              "addresses cannot be looked up; try again"))
-            return
 
         def add() -> None:
             try:
@@ -1020,7 +1102,44 @@ class Sidecar:
                      ", exclusive" if config.exclusive else "")
             result.set_result(self._divert_status(divert))
 
-        self._probe_targets(connection, names, add)
+        self._look_up_targets_then(divert, add, result)
+
+    def _look_up_targets_then(self, divert: Divert, then: Callable[[], Any],
+                              result: concurrent.futures.Future) -> None:
+        """Looks up the forwarding addresses of ``divert`` the sidecar knows nothing of, then
+        calls ``then()``; without a connection to ask on, fails ``result`` instead."""
+        names = [n for n in self._forwarding_names([divert]) if self._targets.get(n) is None]
+        connection = self._connection.connection
+        if names and (connection is None or not connection.is_open or self._window is None):
+            result.set_exception(_Unavailable("not connected to the broker, so the forwarding "
+                                              "addresses cannot be looked up; try again"))
+            return
+        self._probe_targets(connection, names, then)
+
+    def _update_divert(self, config: Any, result: concurrent.futures.Future) -> None:
+        try:
+            current = self.diverts.get(config.name)
+            if current is None:
+                raise KeyError(config.name)
+            if config.transformer != current.config.transformer:
+                self._check_transformer(config)
+            candidate = self.diverts.check_update(config)
+        except (KeyError, DivertError) as exc:
+            result.set_exception(exc)
+            return
+
+        def apply() -> None:
+            try:
+                divert = self.diverts.update(config)
+            except (KeyError, DivertError) as exc:  # changed meanwhile
+                result.set_exception(exc)
+                return
+            LOG.info("divert %s updated: %s -> %s (%s%s)", divert.name, config.address,
+                     config.forwarding_address, config.routing_type,
+                     f", filter {config.filter!r}" if config.filter else "")
+            result.set_result(self._divert_status(divert))
+
+        self._look_up_targets_then(candidate, apply, result)
 
     def _on_lost(self, reason: str) -> None:
         self.last_error = reason
@@ -1297,6 +1416,8 @@ class Sidecar:
         pending.deferred += 1
         ioloop = self._connection.ioloop
         state = {"done": False}
+        # the settings the message was diverted with, even if the divert is updated meanwhile
+        settings, transformer = divert.config, divert.transformer
 
         def finish(copy: Any) -> None:
             if state["done"]:
@@ -1311,18 +1432,18 @@ class Sidecar:
             self._drain_queue()
 
         def refused(reason: str) -> None:
-            copy = make_copy(original, divert, address, source, ex.spec.max_hops)
+            copy = make_copy(original, settings, address, source, ex.spec.max_hops)
             finish(dataclasses.replace(copy, error=f"divert {divert.name!r}: {reason}"))
 
         if divert.name in self._stuck_transformers:
             ioloop.call_later(0, lambda: refused(
-                f"transformer {divert.config.transformer!r} is still running an earlier copy "
+                f"transformer {settings.transformer!r} is still running an earlier copy "
                 f"(over {TRANSFORMER_BUDGET:g} s)"))
             return
 
         def work() -> None:
-            copy = make_copy(original, divert, address, source, ex.spec.max_hops,
-                             divert.transformer)
+            copy = make_copy(original, settings, address, source, ex.spec.max_hops,
+                             transformer)
             self._call_in_ioloop(lambda: (self._stuck_transformers.discard(divert.name),
                                           finish(copy)))
 
@@ -1333,8 +1454,8 @@ class Sidecar:
                 self._stuck_transformers.add(divert.name)
                 LOG.error("divert %s: transformer %r has run for over %g s: its copies are "
                           "dead-lettered until it returns", divert.name,
-                          divert.config.transformer, TRANSFORMER_BUDGET)
-            refused(f"transformer {divert.config.transformer!r} took over "
+                          settings.transformer, TRANSFORMER_BUDGET)
+            refused(f"transformer {settings.transformer!r} took over "
                     f"{TRANSFORMER_BUDGET:g} s")
 
         if self._transformer_thread is None:
@@ -1653,6 +1774,14 @@ class Sidecar:
             last = unsettled.popleft()
         if last is not None:
             ch.basic_ack(last.tag, multiple=True)
+
+
+def _updatable(old: Any, new: Any) -> bool:
+    """Whether ``old`` becomes ``new`` by an update (what Artemis's ``updateDivert`` cannot
+    change is the same)."""
+    return old.name == new.name and old.address == new.address \
+        and old.exclusive == new.exclusive \
+        and (old.routing_name or old.name) == (new.routing_name or new.name)
 
 
 def _with_headers(props: Any, headers: dict) -> pika.BasicProperties:

@@ -318,9 +318,6 @@ BAD_FIELDS = [
     (EX + '[[divert]]  # <-\nname = "d"\naddress = "logs"\n',
      "divert 'd': forwarding_address is required"),
     (EX + '[[divert]]\nname = "d"\naddress = "logs"\nforwarding_address = "x"\n'
-     '[[divert]]\nname = "d"  # <-\naddress = "logs"\nforwarding_address = "y"\n',
-     "divert 'd': name used twice"),
-    (EX + '[[divert]]\nname = "d"\naddress = "logs"\nforwarding_address = "x"\n'
      'filtre = "a = 1"  # <-\n', "unknown key 'filtre' (did you mean 'filter'?)"),
 ]
 

@@ -140,3 +140,17 @@ def http(sc: SidecarProcess, method: str, path: str, body: Any = None,
 def divert_status(sc: SidecarProcess, name: str) -> dict:
     st = sc.status() or {}
     return next((d for d in st.get("diverts", []) if d["name"] == name), {})
+
+
+STORE_PARAMETER = "rtroute.diverts./"
+"""The global parameter that keeps the run-time diverts of the vhost ``/``."""
+
+
+@pytest.fixture
+def store(mgmt):
+    """The stored diverts of the vhost ``/`` (a DivertStore), empty before and after the test."""
+    from rtroute.sidecar.divert_store import DivertStore
+
+    mgmt.delete_global_parameter(STORE_PARAMETER)
+    yield DivertStore(mgmt, "/")
+    mgmt.delete_global_parameter(STORE_PARAMETER)

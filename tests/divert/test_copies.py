@@ -14,9 +14,11 @@ from rtroute.divert import (
     HDR_ROUTING_TYPE,
     HOPS_HEADER,
     MULTICAST,
+    ROUTING_TYPES,
     Divert,
     Message,
     make_copy,
+    original_routing_type,
     publish_fields,
     resolve_target,
 )
@@ -45,7 +47,7 @@ def test_copy_carries_artemis_original_headers_and_a_new_message_id():
     assert h[HDR_ORIGINAL_ADDRESS] == "prices"
     assert h[HDR_ORIGINAL_QUEUE] == "spy"
     assert h[HDR_ORIG_MESSAGE_ID] == "m-1"
-    assert h[HDR_ORIG_ROUTING_TYPE] == MULTICAST  # published to an exchange
+    assert HDR_ORIG_ROUTING_TYPE not in h  # the original has no routing type
     assert h[HOPS_HEADER] == 1 and h["keep"] == "me"
     props = copy.message.properties
     assert props["message_id"] not in (None, "m-1")
@@ -88,7 +90,7 @@ def test_routing_key_override():
 @pytest.mark.parametrize("routing_type,headers,delivery,copy_type", [
     ("ANYCAST", {}, "queue", ANYCAST),
     ("MULTICAST", {}, "exchange", MULTICAST),
-    ("PASS", {}, "exchange", None),
+    ("PASS", {}, "address", None),
     ("PASS", {HDR_ROUTING_TYPE: ANYCAST}, "queue", ANYCAST),
     ("PASS", {HDR_ROUTING_TYPE: MULTICAST}, "exchange", MULTICAST),
     ("STRIP", {HDR_ROUTING_TYPE: ANYCAST}, "address", None),
@@ -97,8 +99,35 @@ def test_routing_types(routing_type, headers, delivery, copy_type):
     copy = copy_of(original(**headers), divert(routing_type=routing_type))
     assert copy.delivery == delivery
     assert copy.message.headers.get(HDR_ROUTING_TYPE) == copy_type
-    assert copy.message.headers[HDR_ORIG_ROUTING_TYPE] == headers.get(HDR_ROUTING_TYPE,
-                                                                       MULTICAST)
+    assert copy.message.headers.get(HDR_ORIG_ROUTING_TYPE) == headers.get(HDR_ROUTING_TYPE)
+
+
+@pytest.mark.parametrize("value,expected", [
+    (ANYCAST, ANYCAST), (MULTICAST, MULTICAST), (None, None), (2, None), (-1, None),
+    ("1", None), (True, None), (1.0, None),
+])
+def test_orig_routing_type_is_added_only_when_the_original_had_one(value, expected):
+    """Artemis's referenceOriginalMessage sets _AMQ_ORIG_ROUTING_TYPE only `if
+    (original.getRoutingType() != null)`: here, an _AMQ_ROUTING_TYPE header of 0 or 1."""
+    headers = {} if value is None else {HDR_ROUTING_TYPE: value}
+    assert original_routing_type(headers) == expected
+    for routing_type in ROUTING_TYPES:
+        copy = copy_of(original(**headers), divert(routing_type=routing_type)).message
+        assert copy.headers.get(HDR_ORIG_ROUTING_TYPE) == expected, routing_type
+        if expected is None:
+            assert HDR_ORIG_ROUTING_TYPE not in copy.headers
+
+
+def test_orig_routing_type_of_an_earlier_hop_is_left_when_the_copy_has_none():
+    """As in Artemis: a STRIP copy has no routing type, so a second divert leaves the
+    first hop's _AMQ_ORIG_ROUTING_TYPE as it was (copied with the other properties)."""
+    first = copy_of(original(**{HDR_ROUTING_TYPE: ANYCAST}), divert("a-to-b"),
+                    address="B", source="A").message
+    assert first.headers[HDR_ORIG_ROUTING_TYPE] == ANYCAST
+    assert HDR_ROUTING_TYPE not in first.headers  # STRIP
+    second = copy_of(first, divert("b-to-c"), address="C", source="B").message
+    assert second.headers[HDR_ORIG_ROUTING_TYPE] == ANYCAST
+    assert second.headers[HDR_ORIGINAL_ADDRESS] == "B"
 
 
 def test_hop_limit_turns_the_copy_into_a_dead_letter_with_the_reason():

@@ -5,24 +5,16 @@ from __future__ import annotations
 import pytest
 
 from rtroute.config import DivertConfig
-from rtroute.sidecar.divert_store import DivertStore, divert_json
+from rtroute.sidecar.divert_store import divert_json
 
 from ..conftest import wait_for
-from .conftest import depth, divert_status, http, wait_depth
+from .conftest import STORE_PARAMETER, depth, divert_status, http, wait_depth
 
 pytestmark = pytest.mark.broker
 
-PARAMETER = "rtroute.diverts./"
+PARAMETER = STORE_PARAMETER
 TOKEN = "s3cret-token"
 HTTP = {"persist_diverts": True, "token": TOKEN}
-
-
-@pytest.fixture
-def store(mgmt):
-    """The vhost's stored diverts, empty before and after the test."""
-    mgmt.delete_global_parameter(PARAMETER)
-    yield DivertStore(mgmt, "/")
-    mgmt.delete_global_parameter(PARAMETER)
 
 
 def test_the_store_keeps_diverts_in_creation_order_and_replaces_by_name(store, mgmt):

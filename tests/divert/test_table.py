@@ -172,3 +172,53 @@ def test_find_cycle_reports_the_loop_and_the_closing_divert():
     assert cycle.exchanges == ("A", "B", "C", "A")
     assert cycle.closing == 2 and cycle.target == "A"
     assert find_cycle(["A", "B", "C"], diverts[:2]) is None
+
+
+def test_update_changes_filter_and_forwarding_in_place_keeping_position_and_counters():
+    t = table(divert("a", filter="office = 'London'", exclusive=True),
+              divert("b", exclusive=True), divert("c"))
+    assert fired(t, "prices", NY) == (["b"], False)
+    a = t.get("a")
+    assert fired(t, "prices", LONDON) == (["a", "b"], False) and a.matched == 1
+    updated = t.update(divert("a", forwarding="fwd, other", filter="office = 'New York'",
+                              exclusive=True, routing_type="ANYCAST"))
+    assert updated is a and a.matched == 1  # the same divert, its counters go on
+    assert a.forwarding_addresses == ("fwd", "other") and a.routing_type == "ANYCAST"
+    assert fired(t, "prices", NY) == (["a", "b"], False)  # still first among the exclusives
+    assert fired(t, "prices", LONDON) == (["b"], False)
+    t.update(divert("a", exclusive=True))  # no filter: every message
+    assert fired(t, "prices", LONDON) == (["a", "b"], False)
+    assert t.get("a").selector.needs_message is False
+
+
+def test_update_of_a_filter_on_standard_fields_asks_for_the_message_facts():
+    t = table(divert("a", filter="office = 'x'"))
+    assert not t.needs_message("prices")
+    t.update(divert("a", filter="JMSPriority > 4"))
+    assert t.needs_message("prices")
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"exclusive": True}, "exclusive cannot be changed"),
+    ({"address": "orders.eu"}, "address cannot be changed"),
+    ({"routing_name": "g"}, "routing_name cannot be changed"),
+    ({"filter": "a >"}, "filter"),
+    ({"routing_type": "SIDEWAYS"}, "routing_type must be one of"),
+    ({"forwarding": "prices"}, "cycle"),
+])
+def test_an_update_that_cannot_apply_leaves_the_divert_unchanged(change, message):
+    t = table(divert("a", filter="office = 'London'"),
+              divert("back", address="other", forwarding="prices"))
+    before = t.get("a").config
+    kw = {"filter": "office = 'London'", **change}
+    if "forwarding" in kw:
+        kw["forwarding"] = "other"  # prices -> other -> prices
+    with pytest.raises(DivertError, match=message):
+        t.update(divert("a", **kw))
+    assert t.get("a").config is before
+    assert fired(t, "prices", LONDON) == (["a"], True)
+
+
+def test_update_of_an_unknown_divert_is_a_key_error():
+    with pytest.raises(KeyError):
+        table().update(divert("nope"))
