@@ -31,6 +31,7 @@ __all__ = [
     "ON_UNROUTABLE",
     "ConfigError",
     "Endpoint",
+    "RefusedShovel",
     "ShovelConfig",
     "ShovelFilter",
     "amqp_uri_problem",
@@ -142,6 +143,24 @@ class ShovelFilter:
 
 
 @dataclass(frozen=True)
+class RefusedShovel:
+    """A shovel of an imported file that rtroute does not run, and why.
+
+    The rest of the file still runs: an AMQP 1.0 shovel, or one with a key rtroute does not
+    know, is refused alone. It shows in ``/status`` as terminated with ``reason``.
+
+    Attributes:
+        name: the shovel's name.
+        vhost: its virtual host (dynamic shovels), else ``None``.
+        reason: why it is not run (names the key).
+    """
+
+    name: str
+    vhost: str | None
+    reason: str
+
+
+@dataclass(frozen=True)
 class ShovelConfig:
     """One shovel, with the plugin's names.
 
@@ -187,6 +206,8 @@ class ShovelConfig:
             15672/15671, and used only if it answers for the same broker).
         filter: optional :class:`ShovelFilter`.
         vhost: the virtual host a dynamic shovel was defined in (imports only), else ``None``.
+        consumer_args: arguments of the source's ``basic.consume`` (the plugin's
+            ``src-consumer-args``/``consumer_args``, e.g. ``{"x-priority": 5}``).
     """
 
     name: str
@@ -214,6 +235,7 @@ class ShovelConfig:
     src_management_uri: str | None = None
     filter: ShovelFilter | None = None
     vhost: str | None = None
+    consumer_args: dict[str, Any] = field(default_factory=dict)
 
 
 # ------------------------------------------------------------------------------------ checks
@@ -447,8 +469,32 @@ def _parse_declaration(side: TableReader, sub: Path, item: Any) -> dict[str, Any
 # -------------------------------------------------------------------------- message fields
 
 
+def _pairs_table(reader: TableReader, raw: str, value: Any) -> Mapping[str, Any]:
+    """A table given as the plugin also takes it: a list of ``[key, value]`` pairs (an Erlang
+    proplist as JSON; ``[]`` is the empty table)."""
+    if isinstance(value, Mapping):
+        return value
+    if not isinstance(value, (list, tuple)):
+        raise reader.error_at((raw,), f"{reader.label(raw)} must be a table, got "
+                              f"{type_name(value)}")
+    out: dict[str, Any] = {}
+    for i, pair in enumerate(value):
+        if not (isinstance(pair, (list, tuple)) and len(pair) == 2 and isinstance(pair[0], str)):
+            raise reader.error_at((raw, i), f"{reader.label(raw)}[{i}] must be a [key, value] "
+                                  f"pair (or give a table), got {shown(pair)}")
+        if pair[0] in out:
+            raise reader.error_at((raw, i), f"{reader.label(raw)} has {pair[0]!r} twice")
+        out[pair[0]] = pair[1]
+    return out
+
+
 def _parse_publish_properties(reader: TableReader) -> dict[str, Any]:
-    props = reader.table("publish_properties", "dest_publish_properties")
+    got = reader.take("publish_properties", "dest_publish_properties")
+    if got is None:
+        return {}
+    raw, value = got
+    props = TableReader(_pairs_table(reader, raw, value), reader.path + (raw,), reader.where,
+                        reader.context, label_start=reader.label_start)
     if not props.data:
         return {}
     out: dict[str, Any] = {}
@@ -606,6 +652,7 @@ def parse_shovel(
     management_raw = _raw(reader, "src_management_uri")
     src_management_uri = _optional_string(reader, "src_management_uri")
     shovel_filter = _parse_filter(reader)
+    consumer_args = _parse_consumer_args(reader)
     reader.finish()
 
     def at(*names: str) -> Path:
@@ -691,7 +738,16 @@ def parse_shovel(
         src_management_uri=src_management_uri,
         filter=shovel_filter,
         vhost=vhost,
+        consumer_args=consumer_args,
     )
+
+
+def _parse_consumer_args(reader: TableReader) -> dict[str, Any]:
+    got = reader.take("consumer_args", "src_consumer_args")
+    if got is None:
+        return {}
+    raw, value = got
+    return dict(_pairs_table(reader, raw, value))
 
 
 def _management_uri_problem(uri: str) -> str | None:

@@ -8,6 +8,12 @@
 * :func:`from_definitions`: the dynamic shovels (``parameters`` with ``component: "shovel"``)
   of a definitions export.
 
+A definitions export is taken as the plugin of RabbitMQ 4.0 writes it, every current key
+included (``src-predeclared``, ``dest-predeclared``, ``src-consumer-args``, list-valued
+``publish-properties``, ...). A shovel rtroute cannot run (an AMQP 1.0 one, or one with a key
+it does not know, which the plugin would refuse too) is refused alone: it is logged and listed
+as a :class:`~rtroute.shovel.config.RefusedShovel`, and the rest of the file runs.
+
 Both translate into the ``[[shovel]]`` form and validate through
 :func:`rtroute.shovel.config.parse_shovel`, so errors name the shovel, the field as the user
 wrote it, and its line in the imported file. Where the plugin's defaults differ from
@@ -16,6 +22,7 @@ behaves as it did in the broker.
 """
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any, Callable
 
@@ -31,10 +38,12 @@ from rtroute.config_lines import (
     shown,
     suggest,
 )
-from rtroute.shovel.config import ShovelConfig, check_unique, parse_shovel
+from rtroute.shovel.config import RefusedShovel, ShovelConfig, check_unique, parse_shovel
 from rtroute.shovel.erlang_terms import Term, parse_one
 
 __all__ = ["PLUGIN_RECONNECT_DELAY", "from_definitions", "from_erlang_config"]
+
+LOGGER = logging.getLogger("rtroute.shovel")
 
 #: The plugin's ``?DEFAULT_RECONNECT_DELAY`` (its docs say 1; its code uses 5).
 PLUGIN_RECONNECT_DELAY = 5
@@ -46,7 +55,7 @@ _CLASSIC_KEYS = (
 )
 _CURRENT_KEYS = ("source", "destination", "ack_mode", "reconnect_delay")
 _ENDPOINT_KEYS = ("protocol", "broker", "brokers", "uris", "declarations")
-_SOURCE_MOVED = ("queue", "prefetch_count", "delete_after")
+_SOURCE_MOVED = ("queue", "prefetch_count", "delete_after", "consumer_args")
 _DEST_MOVED = ("publish_properties", "publish_fields", "add_forward_headers",
                "add_timestamp_header")
 _TEXT_KEYS = ("queue", "broker")
@@ -257,13 +266,14 @@ class _ErlangImport:
                 if prop in ("publish_properties", "publish_fields"):
                     data[prop] = self.publish_table(value, path + (prop,), context,
                                                     f"{key}.{prop}")
+                elif prop == "consumer_args":
+                    data[prop] = self.amqp_table(value, context, f"{key}.{prop}")
+                    self.note(path + (prop,), value)
                 else:
                     data[prop] = self.scalar(prop, value, context, f"{key}.{prop}")
                     self.note(path + (prop,), value)
                 self.source.names[path + (prop,)] = f"{key}.{prop}"
                 continue
-            if prop == "consumer_args":
-                raise self.fail(key_term, f"{context}: {key}.consumer_args is not supported")
             allowed = _ENDPOINT_KEYS + moved
             if prop not in allowed:
                 raise self.fail(key_term, f"{context}: unknown key '{prop}' in {key}"
@@ -332,24 +342,32 @@ def from_erlang_config(text: str, path: str | None = None) -> list[ShovelConfig]
 
 # ----------------------------------------------------------------------------- definitions
 
+# the keys of an AMQP 0-9-1 shovel in RabbitMQ 4.0 (rabbit_shovel_parameters.erl), old names too
 _DYNAMIC_KEYS = (
-    "src-uri", "src-protocol", "src-queue", "src-queue-args", "src-exchange",
-    "src-exchange-key", "src-prefetch-count", "prefetch-count", "src-delete-after",
-    "delete-after", "dest-uri", "dest-protocol", "dest-exchange", "dest-exchange-key",
-    "dest-queue", "dest-queue-args", "ack-mode", "add-forward-headers",
-    "dest-add-forward-headers", "add-timestamp-header", "dest-add-timestamp-header",
-    "publish-properties", "dest-publish-properties", "reconnect-delay",
+    "src-uri", "src-protocol", "src-queue", "src-queue-args", "src-consumer-args",
+    "src-exchange", "src-exchange-key", "src-prefetch-count", "prefetch-count",
+    "src-delete-after", "delete-after", "src-predeclared", "dest-uri", "dest-protocol",
+    "dest-exchange", "dest-exchange-key", "dest-queue", "dest-queue-args", "dest-predeclared",
+    "ack-mode", "add-forward-headers", "dest-add-forward-headers", "add-timestamp-header",
+    "dest-add-timestamp-header", "publish-properties", "dest-publish-properties",
+    "reconnect-delay",
 )
 _AMQP10_KEYS = ("src-address", "dest-address", "dest-properties",
                 "dest-application-properties", "dest-message-annotations")
 # keys whose value passes to parse_shovel as is (it knows the dashed names)
 _PASSED = tuple(k for k in _DYNAMIC_KEYS
                 if k not in ("src-uri", "dest-uri", "src-protocol", "dest-protocol",
-                             "src-queue-args", "dest-queue-args"))
+                             "src-queue-args", "dest-queue-args", "src-predeclared",
+                             "dest-predeclared"))
+
+
+class _Refused(Exception):
+    """A shovel rtroute does not run (the rest of the file does)."""
 
 
 def from_definitions(
-    definitions: str | bytes | Mapping[str, Any] | list, path: str | None = None
+    definitions: str | bytes | Mapping[str, Any] | list, path: str | None = None, *,
+    refused: list[RefusedShovel] | None = None,
 ) -> list[ShovelConfig]:
     """Dynamic shovels of a RabbitMQ definitions export.
 
@@ -358,15 +376,19 @@ def from_definitions(
             ``parameters`` hold ``{"component": "shovel", "name", "vhost", "value"}`` entries
             (other components are skipped), or a bare list of such parameters.
         path: the file name, for error messages.
+        refused: where the shovels rtroute does not run go (AMQP 1.0 ones, and ones with a
+            key rtroute does not know); each is also logged as a warning.
 
     Returns:
-        One :class:`ShovelConfig` per shovel parameter, with ``vhost`` set. ``src-queue`` and
-        ``dest-queue`` become a ``queue.declare`` with ``if_missing`` (passive check, then a
-        durable declare with ``*-queue-args``), as the plugin does.
+        One :class:`ShovelConfig` per shovel parameter that rtroute runs, with ``vhost`` set.
+        ``src-queue`` and ``dest-queue`` become a ``queue.declare`` with ``if_missing``
+        (passive check, then a durable declare with ``*-queue-args``), as the plugin does; with
+        ``src-predeclared``/``dest-predeclared`` a passive ``queue.declare`` only, so a missing
+        queue fails the start (404) instead of being created.
 
     Raises:
-        ConfigError: invalid JSON (also: larger than 16 MiB, or nested too deep), an
-            AMQP 1.0 shovel, or a malformed value (with the line when the input was text).
+        ConfigError: invalid JSON (also: larger than 16 MiB, or nested too deep), or a
+            malformed value (with the line when the input was text).
     """
     if isinstance(definitions, (str, bytes)):
         check_size(definitions, path, MAX_DEFINITIONS_BYTES)
@@ -401,7 +423,15 @@ def from_definitions(
         vpath = ppath + ("value",)
         if not isinstance(value, Mapping):
             raise where.error(vpath, f"shovel {name!r}: value must be an object")
-        shovel_data = _translate_dynamic(name, value, vpath, where)
+        try:
+            shovel_data = _translate_dynamic(name, value, vpath, where)
+        except _Refused as exc:
+            line = where.source.line(vpath)
+            at = f"{path or 'definitions'}{f':{line}' if line else ''}"
+            LOGGER.warning("%s: shovel %r in vhost %r is not run: %s", at, name, vhost, exc)
+            if refused is not None:
+                refused.append(RefusedShovel(name=name, vhost=vhost, reason=str(exc)))
+            continue
         shovels.append(parse_shovel(shovel_data, where, vpath, name=name, vhost=vhost))
         paths.append(ppath)
     check_unique(shovels, where, paths)
@@ -440,21 +470,28 @@ def _translate_dynamic(
     for key, v in value.items():
         if key in ("src-protocol", "dest-protocol"):
             if v == "amqp10":
-                raise where.error(vpath + (key,), f"{context}: {key} amqp10 is not supported: "
-                                  "rtroute shovels speak AMQP 0-9-1 only")
+                raise _Refused(f"{key} amqp10 is not supported: rtroute shovels speak "
+                               "AMQP 0-9-1 only")
             if v != "amqp091":
                 raise where.error(vpath + (key,), f"{context}: {key} must be amqp091, got "
                                   f"{shown(v)}")
-        elif key in _AMQP10_KEYS:
-            raise where.error(vpath + (key,), f"{context}: {key} is an AMQP 1.0 setting; "
-                              "rtroute shovels speak AMQP 0-9-1 only")
-        elif key not in _DYNAMIC_KEYS:
-            raise where.error(vpath + (key,), f"{context}: unknown key '{key}'"
-                              + suggest(key, _DYNAMIC_KEYS))
+    for key in value:
+        if key in _AMQP10_KEYS:
+            raise _Refused(f"{key} is an AMQP 1.0 setting: rtroute shovels speak AMQP 0-9-1 "
+                           "only")
+        if key not in _DYNAMIC_KEYS:
+            # the plugin refuses the parameter too ("Unrecognised terms"); running the shovel
+            # without the key could send messages where the user did not mean them to go
+            raise _Refused(f"unknown key '{key}'" + suggest(key, _DYNAMIC_KEYS))
     data: dict[str, Any] = {k: v for k, v in value.items() if k in _PASSED}
     lines, names = where.source.lines, where.source.names
-    for side, uri_key, queue_key in (("sources", "src-uri", "src-queue"),
-                                     ("destinations", "dest-uri", "dest-queue")):
+    for side, uri_key, queue_key, predeclared_key in (
+            ("sources", "src-uri", "src-queue", "src-predeclared"),
+            ("destinations", "dest-uri", "dest-queue", "dest-predeclared")):
+        predeclared = value.get(predeclared_key, False)
+        if not isinstance(predeclared, bool):
+            raise where.error(vpath + (predeclared_key,), f"{context}: {predeclared_key} must "
+                              f"be true or false, got {shown(predeclared)}")
         if uri_key not in value:
             raise where.error(vpath, f"{context}: {uri_key} is required")
         side_path = vpath + (side,)
@@ -475,9 +512,15 @@ def _translate_dynamic(
             if not isinstance(args, Mapping):
                 raise where.error(vpath + (args_key,), f"{context}: {args_key} must be an "
                                   "object")
-            # the plugin checks passively and declares a durable queue only if it is missing
-            declarations.append({"method": "queue.declare", "queue": value[queue_key],
-                                 "durable": True, "arguments": dict(args), "if_missing": True})
+            if predeclared:
+                # the plugin only checks that the queue exists: the start fails without it
+                declarations.append({"method": "queue.declare", "queue": value[queue_key],
+                                     "passive": True})
+            else:
+                # the plugin checks passively and declares a durable queue only if missing
+                declarations.append({"method": "queue.declare", "queue": value[queue_key],
+                                     "durable": True, "arguments": dict(args),
+                                     "if_missing": True})
             decl_path = side_path + ("declarations", 0)
             _copy_line(lines, vpath + (queue_key,), decl_path)
             names[side_path + ("declarations",)] = ""

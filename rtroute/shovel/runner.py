@@ -4,17 +4,26 @@ Each :class:`~rtroute.shovel.worker.ShovelWorker` runs its source and destinatio
 on its own ioloop in its own thread, so a slow or failing shovel never stalls another, and a
 message never crosses threads on its way. The shovels share the status registry that the ops
 endpoint serves (``/status``, ``/metrics``, ``/healthz``).
+
+A running process takes two changes through that endpoint, as ``rabbitmqctl delete_shovel`` and
+``restart_shovel`` do in the broker: ``DELETE /shovels/VHOST/NAME`` stops a shovel gracefully
+(no more deliveries taken, the ones in flight confirmed and acknowledged, the rest requeued by
+the source broker when the channel closes) and removes it from the status, and
+``POST /shovels/VHOST/NAME/restart`` stops it the same way and starts it again. ``VHOST`` is
+percent-encoded (``%2F``); a static shovel (no vhost) is found under the default ``/`` too.
 """
 from __future__ import annotations
 
+import json
 import logging
 import signal
 import threading
 import time
+import urllib.parse
 from collections.abc import Sequence
 from typing import Any, Callable
 
-from rtroute.shovel.config import ShovelConfig
+from rtroute.shovel.config import RefusedShovel, ShovelConfig
 from rtroute.shovel.status import StatusRegistry
 from rtroute.shovel.worker import STOP_TIMEOUT, ShovelWorker
 
@@ -27,8 +36,10 @@ class ShovelRunner:
     """Starts, watches and stops a set of shovels.
 
     Args:
-        shovels: the shovels to run (names unique per vhost, as the config loaders ensure).
+        shovels: the shovels to run (names unique per vhost, as the config loaders ensure);
+            none is fine (the process then serves an empty status).
         registry: where their status goes (default: a new :class:`StatusRegistry`).
+        refused: shovels of the config that are not run; shown as terminated with the reason.
         **worker_options: passed to every :class:`ShovelWorker` (``shovelled_by``, ``rng``).
 
     Raises:
@@ -36,40 +47,173 @@ class ShovelRunner:
     """
 
     def __init__(self, shovels: Sequence[ShovelConfig], registry: StatusRegistry | None = None,
-                 **worker_options: Any) -> None:
+                 *, refused: Sequence[RefusedShovel] = (), **worker_options: Any) -> None:
         self.registry = registry or StatusRegistry()
         self.workers: list[ShovelWorker] = []
+        self._worker_options = worker_options
+        self._lock = threading.Lock()
+        self._started = False
         for config in shovels:
-            try:
-                worker = ShovelWorker(config, self.registry.register(config), **worker_options)
-            except ValueError as exc:
-                raise ValueError(f"shovel {config.name!r}: {exc}") from None
-            self.workers.append(worker)
+            self.workers.append(self._worker(config))
+        for refusal in refused:
+            self.registry.register_refused(refusal)
+
+    def _worker(self, config: ShovelConfig) -> ShovelWorker:
+        try:
+            return ShovelWorker(config, self.registry.register(config), **self._worker_options)
+        except ValueError as exc:
+            raise ValueError(f"shovel {config.name!r}: {exc}") from None
 
     def start(self) -> ShovelRunner:
         """Start every shovel in its own thread; returns at once."""
-        for worker in self.workers:
+        with self._lock:
+            self._started = True
+            workers = list(self.workers)
+        for worker in workers:
             worker.start()
-        LOGGER.info("started %d shovel(s): %s", len(self.workers),
-                    ", ".join(w.config.name for w in self.workers))
+        LOGGER.info("started %d shovel(s): %s", len(workers),
+                    ", ".join(w.config.name for w in workers) or "none")
         return self
 
     def stop(self, timeout: float = STOP_TIMEOUT) -> None:
         """Stop every shovel gracefully (any thread) and wait up to ``timeout`` + 5 s."""
-        for worker in self.workers:
+        with self._lock:
+            self._started = False
+            workers = list(self.workers)
+        for worker in workers:
             worker.stop(timeout)
         deadline = time.monotonic() + timeout + 5
-        for worker in self.workers:
+        for worker in workers:
             worker.join(max(0.0, deadline - time.monotonic()))
 
     @property
     def finished(self) -> bool:
         """True once every shovel ended (stopped, completed or terminated for good)."""
-        return all(worker.finished for worker in self.workers)
+        with self._lock:
+            workers = list(self.workers)
+        return all(worker.finished for worker in workers)
 
     def status(self) -> dict[str, Any]:
         """The ops endpoint's status: ``{"healthy", "shovels", "metrics"}``."""
         return self.registry.status()
+
+    # -- changes (any thread) ----------------------------------------------------------------
+
+    def _find(self, name: str, vhost: str | None) -> tuple[str | None, ShovelWorker | None]:
+        """The key (vhost) and worker of shovel ``name``: the one in ``vhost``, else, for the
+        default vhost ``/``, the static shovel of that name. ``KeyError`` if none."""
+        for key in ((vhost, None) if vhost == "/" else (vhost,)):
+            try:
+                self.registry.get(name, key)
+            except KeyError:
+                continue
+            worker = next((w for w in self.workers
+                           if w.config.name == name and w.config.vhost == key), None)
+            return key, worker
+        where = f" in vhost {vhost!r}" if vhost is not None else ""
+        raise KeyError(f"no shovel named {name!r}{where}")
+
+    def _stop_worker(self, worker: ShovelWorker, timeout: float) -> bool:
+        """Stop ``worker`` gracefully and wait for it; True when its loop ended (or it never
+        ran: the runner was not started)."""
+        if not self._started:
+            return True
+        worker.stop(timeout)
+        return worker.join(timeout + 5)
+
+    def delete(self, name: str, vhost: str | None = "/",
+               timeout: float = STOP_TIMEOUT) -> dict[str, Any]:
+        """Stop shovel ``name`` gracefully and forget it (``rabbitmqctl delete_shovel``).
+
+        Deliveries in flight are confirmed and acknowledged before the connections close;
+        what the shovel had not yet acknowledged goes back to the source queue. Returns the
+        shovel's last status.
+
+        Raises:
+            KeyError: no such shovel.
+            TimeoutError: it did not stop in time (it is still shown, and stopping).
+        """
+        with self._lock:
+            key, worker = self._find(name, vhost)
+            if worker is not None and not self._stop_worker(worker, timeout):
+                raise TimeoutError(f"shovel {name!r} did not stop within {timeout + 5:g} s")
+            if worker is not None:
+                self.workers.remove(worker)
+            last = self.registry.remove(name, key).snapshot()
+        LOGGER.info("shovel %r deleted", name)
+        return last
+
+    def restart(self, name: str, vhost: str | None = "/",
+                timeout: float = STOP_TIMEOUT) -> dict[str, Any]:
+        """Stop shovel ``name`` gracefully and start it again (``rabbitmqctl
+        restart_shovel``); a shovel that had ended (terminated for good, or
+        ``src-delete-after`` reached) runs again. Returns its new status.
+
+        Raises:
+            KeyError: no such shovel.
+            LookupError: it is a refused shovel (not run: the reason says why).
+            TimeoutError: it did not stop in time.
+        """
+        with self._lock:
+            key, worker = self._find(name, vhost)
+            if worker is None:
+                reason = self.registry.get(name, key).reason
+                raise LookupError(f"shovel {name!r} is not run: {reason}")
+            if not self._stop_worker(worker, timeout):
+                raise TimeoutError(f"shovel {name!r} did not stop within {timeout + 5:g} s")
+            fresh = self._worker(worker.config)
+            # server-named queues that failed starts left behind are still to clean up
+            fresh.leftover_queues = worker.leftover_queues
+            self.workers[self.workers.index(worker)] = fresh
+            if self._started:
+                fresh.start()
+        LOGGER.info("shovel %r restarted", name)
+        return fresh.status.snapshot()
+
+    def http_routes(self) -> dict[tuple[str, str], Callable[[str, bytes], tuple[int, Any]]]:
+        """``DELETE /shovels/VHOST/NAME`` and ``POST /shovels/VHOST/NAME/restart`` for the
+        :class:`~rtroute.ops_http.OpsServer` (which checks the token, Host and Origin)."""
+        return {("DELETE", "/shovels/"): self._http_delete,
+                ("POST", "/shovels/"): self._http_restart}
+
+    def _http_delete(self, path: str, body: bytes) -> tuple[int, Any]:
+        target = _shovel_path(path, body, action=None)
+        if isinstance(target, str):
+            return 404, {"error": target}
+        return _answer(lambda: {"deleted": self.delete(*target)})
+
+    def _http_restart(self, path: str, body: bytes) -> tuple[int, Any]:
+        target = _shovel_path(path, body, action="restart")
+        if isinstance(target, str):
+            return 404, {"error": target}
+        return _answer(lambda: {"restarted": self.restart(*target)})
+
+
+def _shovel_path(path: str, body: bytes, action: str | None) -> tuple[str, str] | str:
+    """``(name, vhost)`` of ``/shovels/VHOST/NAME[/ACTION]``, or why the path is not one."""
+    parts = path[len("/shovels/"):].split("/")
+    expected = 2 if action is None else 3
+    usage = "/shovels/VHOST/NAME" + (f"/{action}" if action else "") + " (VHOST as %2F)"
+    if len(parts) != expected or (action is not None and parts[2] != action) \
+            or not parts[0] or not parts[1]:
+        return f"not a shovel path; use {usage}"
+    if body.strip():
+        try:
+            json.loads(body)
+        except ValueError:
+            return "the request body is not JSON (none is needed)"
+    return urllib.parse.unquote(parts[1]), urllib.parse.unquote(parts[0])
+
+
+def _answer(change: Callable[[], dict[str, Any]]) -> tuple[int, Any]:
+    try:
+        return 200, change()
+    except KeyError as exc:
+        return 404, {"error": exc.args[0]}
+    except LookupError as exc:
+        return 409, {"error": str(exc)}
+    except TimeoutError as exc:
+        return 503, {"error": str(exc)}
 
 
 def serve(runner: ShovelRunner, http_listen: str | None, http_token: str | None = None,
@@ -88,7 +232,7 @@ def serve(runner: ShovelRunner, http_listen: str | None, http_token: str | None 
     """
     from rtroute.ops_http import OpsServer
 
-    http = OpsServer(http_listen, runner.status, token=http_token,
+    http = OpsServer(http_listen, runner.status, token=http_token, routes=runner.http_routes(),
                      allow_unauthenticated_changes=allow_unauthenticated_changes,
                      protect_reads=protect_reads).start() if http_listen else None
     if http is not None:

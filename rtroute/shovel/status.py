@@ -7,8 +7,17 @@ and :meth:`StatusRegistry.metrics`. Plain attribute writes and reads of ints and
 atomic under the GIL, and a state change (state, reason, time) is written under a lock so a
 reader never sees half of one.
 
-URIs appear only masked (``amqp://user:***@host:5672/vhost``); reasons are masked again on the
-way in, so a password that slipped into an exception text does not reach ``/status``.
+URIs appear as the plugin shows them, without credentials (``amqp://host:5672/vhost``, see
+:func:`uri_without_credentials`); reasons are masked on the way in, so a password that slipped
+into an exception text does not reach ``/status``.
+
+The plugin's view of each shovel is there too (``rabbitmqctl shovel_status``): ``type``
+(``static`` for ``rtroute.toml`` and Erlang-config shovels, ``dynamic`` for those imported from a
+definitions export), ``last_changed`` as ``YYYY-MM-DD HH:MM:SS`` (local time, as the plugin's
+``calendar:local_time()``), ``source_protocol``, ``termination_reason`` and the source and
+destination details; ``/metrics`` counts shovels by type and state as
+``rabbitmq_shovel_prometheus`` does (``rabbitmq_shovel_dynamic{status}``,
+``rabbitmq_shovel_static{status}``).
 """
 from __future__ import annotations
 
@@ -21,9 +30,10 @@ from datetime import datetime, timezone
 from typing import Any
 
 from rtroute.amqp.uri import mask_uri
-from rtroute.shovel.config import ShovelConfig
+from rtroute.shovel.config import RefusedShovel, ShovelConfig
 
-__all__ = ["COUNTERS", "ShovelState", "ShovelStatus", "StatusRegistry", "scrub"]
+__all__ = ["COUNTERS", "ShovelState", "ShovelStatus", "StatusRegistry", "scrub",
+           "uri_without_credentials"]
 
 
 class ShovelState(enum.Enum):
@@ -55,19 +65,68 @@ COUNTERS: dict[str, str] = {
 
 
 _USERINFO_RE = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^:/@\s]*:)[^@\s]*@")
+# ``amqp://user:secret/`` (no ``@``): a "port" that is not a number is a password
+_BARE_PASSWORD_RE = re.compile(
+    r"([A-Za-z][A-Za-z0-9+.-]*://[^:/@\s\[\]]*:)(?=[^/@\s]*[^0-9/@\s])[^/@\s]+(?=[/\s?]|$)")
+# user info with a "/" or "?" in it (amqp://a/b:secret@host): masked whole, as mask_uri does
+_ODD_USERINFO_RE = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^@\s/?]*[/?][^@\s]*:[^@\s]*@")
+_SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):/*")
 
 
 def scrub(text: str, secrets: Iterable[str] = ()) -> str:
-    """``text`` with the password of every URI in it masked and each secret replaced by ``***``."""
+    """``text`` with the password of every URI in it masked and each secret replaced by ``***``.
+
+    Masks ``user:PASSWORD@`` and also a non-numeric "port" of a URI without ``@``
+    (``amqp://user:PASSWORD/``), which is how a password looks when the ``@`` was forgotten.
+    """
+    text = _ODD_USERINFO_RE.sub(r"\1***@", text)
     text = _USERINFO_RE.sub(r"\1***@", text)
+    text = _BARE_PASSWORD_RE.sub(r"\1***", text)
     for secret in secrets:
         if secret and len(secret) >= 3:
             text = text.replace(secret, "***")
     return text
 
 
+def uri_without_credentials(uri: str) -> str:
+    """``scheme://host[:port]/path`` as the plugin shows a URI (``amqp_uri:remove_credentials``):
+    user info and query dropped, the port only if the URI gives one.
+
+    Robust on URIs that do not parse: the user info is everything before the *last* ``@``, and
+    without an ``@`` a non-numeric "port" (``amqp://user:secret/``) is
+    dropped with what precedes it, so no password survives either way.
+    """
+    scheme = _SCHEME_RE.match(uri)
+    if scheme is None:
+        return mask_uri(uri)
+    # the query (it may hold a TLS key password) and fragment are dropped
+    rest = uri[scheme.end():].split("?", 1)[0].split("#", 1)[0]
+    # the user info ends at the last "@", even past a "/" (amqp://a/b:secret@host): more
+    # is hidden rather than less
+    has_userinfo = "@" in rest
+    rest = rest.rpartition("@")[2]
+    authority, slash, path = rest.partition("/")
+    path = slash + path
+    if not has_userinfo and not authority.startswith("["):
+        _host, has_port, port = authority.partition(":")
+        if has_port and not port.isdigit():
+            authority = ""   # user:password without "@": neither is a host
+    if authority.startswith("[") and "]" in authority:
+        host, _bracket, port_part = authority[1:].partition("]")
+        authority = f"[{host}]" + (port_part if port_part[1:].isdigit() else "")
+    else:
+        host, has_port, port = authority.partition(":")
+        authority = host + (f":{port}" if has_port and port.isdigit() else "")
+    return f"{scheme.group(1)}://{authority}{path}"
+
+
 def _iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _plugin_time(ts: float) -> str:
+    """``YYYY-MM-DD HH:MM:SS`` in local time, as ``rabbitmqctl shovel_status`` shows it."""
+    return datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
 
 
 class ShovelStatus:
@@ -75,8 +134,13 @@ class ShovelStatus:
 
     Attributes:
         name, vhost: the shovel's name and (imported dynamic shovels) virtual host.
+        type: ``static`` or ``dynamic`` (imported from a definitions export), the plugin's
+            names.
         source, destination: the configured URIs, masked; ``current_source`` and
-            ``current_destination`` the ones in use (masked), or None.
+            ``current_destination`` the ones in use (masked), or None. ``/status`` shows them
+            without credentials, as the plugin does.
+        details: the plugin's ``source_queue``/``source_exchange``/``source_exchange_key`` and
+            ``destination_queue``/``destination_exchange``/``destination_exchange_key``.
         state, reason, since: the current :class:`ShovelState`, the termination reason (or
             None) and the wall-clock time of the last change.
         completed: True once ``src-delete-after`` was reached (terminated on purpose).
@@ -86,9 +150,11 @@ class ShovelStatus:
     def __init__(self, config: ShovelConfig) -> None:
         self.name = config.name
         self.vhost = config.vhost
+        self.type = "dynamic" if config.vhost is not None else "static"
         self.source = [mask_uri(u) for u in config.sources.brokers]
         self.destination = [mask_uri(u) for u in config.destinations.brokers]
         self._secrets = _passwords(config.sources.brokers + config.destinations.brokers)
+        self.details = _details(config)
         self.current_source: str | None = None
         self.current_destination: str | None = None
         self.state = ShovelState.STARTING
@@ -100,6 +166,26 @@ class ShovelStatus:
             (self.state, None, self.since)
         ]
         self._lock = threading.Lock()
+
+    @classmethod
+    def for_refused(cls, refused: RefusedShovel) -> ShovelStatus:
+        """The status of a shovel that is not run (see :class:`RefusedShovel`): terminated,
+        with the reason."""
+        status = cls.__new__(cls)
+        status.name, status.vhost = refused.name, refused.vhost
+        status.type = "dynamic" if refused.vhost is not None else "static"
+        status.source, status.destination = [], []
+        status._secrets = []
+        status.details = {}
+        status.current_source = status.current_destination = None
+        status.since = time.time()
+        status.state = ShovelState.TERMINATED
+        status.reason = scrub(refused.reason)
+        status.completed = False
+        status.counters = dict.fromkeys(COUNTERS, 0)
+        status.history = [(status.state, status.reason, status.since)]
+        status._lock = threading.Lock()
+        return status
 
     def set_state(self, state: ShovelState, reason: str | None = None) -> None:
         """Record a state change (a no-op when neither state nor reason changes)."""
@@ -115,15 +201,26 @@ class ShovelStatus:
             del self.history[:-50]
 
     def snapshot(self) -> dict[str, Any]:
-        """This shovel as plain data (what ``/status`` shows)."""
+        """This shovel as plain data (what ``/status`` shows).
+
+        ``name``, ``state``, ``since`` (ISO 8601, UTC), ``source``, ``destination`` (URIs
+        without credentials), ``vhost`` (dynamic shovels), ``reason`` (terminated),
+        ``completed`` and ``counters``; and the columns of ``rabbitmqctl shovel_status``:
+        ``type``, ``last_changed``, ``source_protocol``, ``destination_protocol``,
+        ``source_uri``, ``destination_uri``, ``termination_reason`` (``""`` unless
+        terminated) and the source/destination details.
+        """
         with self._lock:
             state, reason, since = self.state, self.reason, self.since
+        source = _plain_uris([self.current_source] if self.current_source else self.source)
+        destination = _plain_uris(
+            [self.current_destination] if self.current_destination else self.destination)
         row: dict[str, Any] = {
             "name": self.name,
             "state": state.value,
             "since": _iso(since),
-            "source": self.current_source or ", ".join(self.source),
-            "destination": self.current_destination or ", ".join(self.destination),
+            "source": source,
+            "destination": destination,
         }
         if self.vhost is not None:
             row["vhost"] = self.vhost
@@ -132,6 +229,16 @@ class ShovelStatus:
         if self.completed:
             row["completed"] = True
         row["counters"] = dict(self.counters)
+        row.update({
+            "type": self.type,
+            "last_changed": _plugin_time(since),
+            "source_protocol": "amqp091",
+            "source_uri": source,
+            "destination_protocol": "amqp091",
+            "destination_uri": destination,
+            "termination_reason": reason or "",
+            **self.details,
+        })
         return row
 
     @property
@@ -140,17 +247,55 @@ class ShovelStatus:
         return self.state is not ShovelState.TERMINATED or self.completed
 
 
+def _plain_uris(uris: list[str]) -> str:
+    return ", ".join(uri_without_credentials(u) for u in uris)
+
+
+def _details(config: ShovelConfig) -> dict[str, str]:
+    """The plugin's source and destination details (``details_to_map`` of its status
+    command)."""
+    details: dict[str, str] = {}
+    if config.src_exchange is not None:
+        details["source_exchange"] = config.src_exchange
+        details["source_exchange_key"] = config.src_exchange_key
+    elif config.queue:
+        details["source_queue"] = config.queue
+    for key, value in (("destination_exchange", config.dest_exchange),
+                       ("destination_exchange_key", config.dest_exchange_key),
+                       ("destination_queue", config.dest_queue)):
+        if value is not None:
+            details[key] = value
+    return details
+
+
 def _passwords(uris: list[str]) -> list[str]:
-    from urllib.parse import unquote, urlsplit
+    """The password of each URI (as written and percent-decoded), found even where
+    ``urlsplit`` finds none: a URI without ``@`` (``amqp://user:secret/``) holds it as a
+    non-numeric "port", and a ``password=`` query value is one too."""
+    from urllib.parse import unquote
 
     found = []
     for uri in uris:
-        try:
-            password = urlsplit(uri).password
-        except ValueError:
-            continue
-        if password:
-            found += [password, unquote(password)]
+        scheme = _SCHEME_RE.match(uri)
+        rest = uri[scheme.end():] if scheme else uri
+        end = min((i for i in (rest.find("/"), rest.find("?"), rest.find("#")) if i >= 0),
+                  default=len(rest))
+        authority = rest[:end]
+        candidates = []
+        if "@" in rest:
+            userinfo = rest.rpartition("@")[0]
+            user, has_password, password = userinfo.partition(":")
+            candidates.append(password if has_password else "")
+            if any(c in user for c in "/?"):
+                candidates.append(userinfo)   # ambiguous: mask the whole user info
+        elif not authority.startswith("["):
+            _host, has_port, port = authority.partition(":")
+            if has_port and not port.isdigit():
+                candidates.append(port)
+        candidates += re.findall(r"(?i)[?&](?:password|pass|passwd)=([^&#]*)", uri)
+        for password in candidates:
+            if password:
+                found += [password, unquote(password)]
     return found
 
 
@@ -167,6 +312,18 @@ class StatusRegistry:
         with self._lock:
             self._shovels[(config.vhost, config.name)] = status
         return status
+
+    def register_refused(self, refused: RefusedShovel) -> ShovelStatus:
+        """Show a shovel that is not run (terminated, with the reason)."""
+        status = ShovelStatus.for_refused(refused)
+        with self._lock:
+            self._shovels[(refused.vhost, refused.name)] = status
+        return status
+
+    def remove(self, name: str, vhost: str | None = None) -> ShovelStatus:
+        """Forget shovel ``name`` (deleted). Raises ``KeyError`` if there is none."""
+        with self._lock:
+            return self._shovels.pop((vhost, name))
 
     def get(self, name: str, vhost: str | None = None) -> ShovelStatus:
         """The status of shovel ``name``. Raises ``KeyError`` if there is none."""
@@ -205,6 +362,19 @@ class StatusRegistry:
                 for s in shovels for state in ShovelState
             ],
         }
+        # rabbitmq_shovel_prometheus: one gauge per type, a sample per state seen; the plugin
+        # reports a blocked shovel as running (blocked is a detail of its running state)
+        for kind in ("dynamic", "static"):
+            counts: dict[str, int] = {}
+            for s in shovels:
+                if s.type == kind:
+                    state = "running" if s.state is ShovelState.BLOCKED else s.state.value
+                    counts[state] = counts.get(state, 0) + 1
+            out[f"rabbitmq_shovel_{kind}"] = {
+                "help": f"Number of {kind} shovels",
+                "type": "gauge",
+                "samples": [({"status": state}, count) for state, count in sorted(counts.items())],
+            }
         return out
 
     def status(self) -> dict[str, Any]:

@@ -62,7 +62,6 @@ import threading
 import time
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import urlsplit
 
 import pika
 import pika.exceptions
@@ -74,7 +73,7 @@ from rtroute.amqp.content_header import ContentHeader, decode_properties
 from rtroute.amqp.field_table import FieldTable, Int64
 from rtroute.amqp.uri import AmqpUri
 from rtroute.shovel.config import ShovelConfig
-from rtroute.shovel.status import ShovelState, ShovelStatus, scrub
+from rtroute.shovel.status import ShovelState, ShovelStatus, scrub, uri_without_credentials
 
 __all__ = ["PENDING_LIMIT", "ShovelWorker", "forward_header_table", "uri_without_credentials"]
 
@@ -105,20 +104,6 @@ METHOD_CACHE = 1024
 ROUTING_HEADER = "x-shovelled"
 TIMESTAMP_HEADER = "x-shovelled-timestamp"
 INVALID_HEADERS = "x-invalid-headers"
-
-
-def uri_without_credentials(uri: str) -> str:
-    """``scheme://host[:port]/path`` as the plugin writes it (``amqp_uri:remove_credentials``):
-    user info and query dropped, the port only if the URI gives one."""
-    parts = urlsplit(uri)
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    try:
-        port = f":{parts.port}" if parts.port is not None else ""
-    except ValueError:
-        port = ""
-    return f"{parts.scheme}://{host}{port}{parts.path}"
 
 
 def forward_header_table(
@@ -217,8 +202,8 @@ class ShovelWorker:
     Args:
         config: the shovel.
         status: where state and counters go (default: a fresh :class:`ShovelStatus`).
-        connection_name: prefix of the connection names shown by the brokers (default
-            ``rtroute-shovel NAME``; `` source``/`` destination`` are appended).
+        connection_name: the ``connection_name`` client property of both connections, as
+            the brokers show it (default ``Shovel NAME``, the plugin's own).
         shovelled_by: ``shovelled-by`` of the ``x-shovelled`` header (default: the source
             broker's cluster name, as when the plugin runs on the source).
         rng: picks the broker of each side on every connect.
@@ -237,7 +222,7 @@ class ShovelWorker:
     ) -> None:
         self.config = config
         self.status = status or ShovelStatus(config)
-        self.connection_name = connection_name or f"rtroute-shovel {config.name}"
+        self.connection_name = connection_name or f"Shovel {config.name}"
         self.shovelled_by = shovelled_by
         self.source_uris = [parse_uri(u) for u in config.sources.brokers]
         self.dest_uris = [parse_uri(u) for u in config.destinations.brokers]
@@ -335,7 +320,8 @@ class ShovelWorker:
         self._timer = None
         if self._stopping:
             return
-        if self.remaining == 0:
+        # src-delete-after 0 still connects once and declares, as the plugin does
+        if self.remaining == 0 and self.connected_once:
             self._complete()
             return
         self._sessions += 1
@@ -357,7 +343,7 @@ class ShovelWorker:
             self.status.set_state(ShovelState.TERMINATED, reason)
             self._finish_when_closed(session)
             return
-        if self.remaining == 0:
+        if self.remaining == 0 and self.connected_once:
             self._complete(session)
             return
         delay = self.config.reconnect_delay
@@ -534,7 +520,7 @@ class _Session:
                 return
             uri = order.pop(0)
             try:
-                parameters = uri.connection_parameters(f"{self.w.connection_name} {role}")
+                parameters = uri.connection_parameters(self.w.connection_name)
             except ValueError as exc:
                 errors.append(f"{uri.masked()}: {exc}")
                 attempt()
@@ -888,7 +874,8 @@ class _Session:
             lambda _frame: self.fail("the source broker cancelled the consumer (queue deleted?)"))
         self.readers["source"].intercept(self.src_ch.channel_number, self._on_delivery)
         self.consumer_tag = self.src_ch.basic_consume(
-            self.queue, self._on_unexpected_message, auto_ack=self.auto_ack)
+            self.queue, self._on_unexpected_message, auto_ack=self.auto_ack,
+            arguments=self.cfg.consumer_args or None)
 
     def _on_unexpected_message(self, _channel: Any, method: Any, _props: Any, _body: Any) -> None:
         # deliveries go to _on_delivery through the frame reader; pika never sees them

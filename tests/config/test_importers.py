@@ -4,6 +4,7 @@ import textwrap
 
 import pytest
 
+from rtroute.config import loads
 from rtroute.config_lines import ConfigError
 from rtroute.shovel.config import Endpoint, ShovelConfig
 from rtroute.shovel.erlang_terms import ErlangSyntaxError
@@ -240,8 +241,6 @@ def test_erlang_syntax_errors_keep_line_and_column():
         (("[{rabbitmq_shovel, [{shovels, [{s, [{source, [{protocol, amqp10}, {uris, "
          "[\"amqp://\"]}]}, {destination, [{uris, [\"amqp://\"]}]}]}]}]}]."),
          "shovel 's': source.protocol: only amqp091 is supported, got 'amqp10'"),
-        (("[{rabbitmq_shovel, [{shovels, [{s, [{source, [{uris, [\"amqp://\"]}, "
-         "{consumer_args, []}]}]}]}]}]."), "source.consumer_args is not supported"),
     ],
 )
 def test_bad_erlang_structure(text, message):
@@ -369,14 +368,8 @@ BASE = {"src-uri": "amqp://", "src-queue": "q", "dest-uri": "amqp://"}
 @pytest.mark.parametrize(
     "change,needle,message",
     [
-        ({"src-protocol": "amqp10", "src-address": "x"}, "src-protocol",
-         ("shovel 'bad': src-protocol amqp10 is not supported: rtroute shovels speak AMQP 0-9-1 "
-         "only")),
-        ({"dest-protocol": "amqp10"}, "dest-protocol", "dest-protocol amqp10 is not supported"),
-        ({"dest-address": "x"}, "dest-address", "dest-address is an AMQP 1.0 setting"),
         ({"ack-mode": "on-ack"}, "ack-mode",
          "shovel 'bad': ack-mode must be one of no_ack, on_publish, on_confirm, got 'on-ack'"),
-        ({"ack-mod": "on-confirm"}, "ack-mod", "unknown key 'ack-mod' (did you mean 'ack-mode'?)"),
         ({"src-exchange": "x"}, "src-exchange", "give queue or src-exchange, not both"),
         ({"src-uri": "http://x"}, "src-uri", "src-uri must start with amqp:// or amqps://"),
         ({"src-uri": ["amqp://a", 7]}, "7", "src-uri[1] must be a string, got an integer"),
@@ -401,6 +394,71 @@ def test_bad_dynamic_shovel_names_shovel_field_and_line(change, needle, message)
     error = info.value
     assert message in error.message, error.message
     assert error.line == _line_of(text, needle), str(error)
+
+
+@pytest.mark.parametrize(
+    "change,reason",
+    [
+        ({"src-protocol": "amqp10", "src-address": "x"},
+         "src-protocol amqp10 is not supported: rtroute shovels speak AMQP 0-9-1 only"),
+        ({"dest-protocol": "amqp10", "dest-address": "x"}, "dest-protocol amqp10 is not supported"),
+        ({"dest-address": "x"}, "dest-address is an AMQP 1.0 setting"),
+        ({"dest-application-properties": {"a": "b"}},
+         "dest-application-properties is an AMQP 1.0 setting"),
+        ({"ack-mod": "on-confirm"}, "unknown key 'ack-mod' (did you mean 'ack-mode'?)"),
+        ({"src-future-setting": True}, "unknown key 'src-future-setting'"),
+    ],
+)
+def test_a_shovel_rtroute_cannot_run_is_refused_alone(change, reason, caplog):
+    good = {"component": "shovel", "name": "good", "vhost": "/", "value": BASE}
+    bad = {"component": "shovel", "name": "bad", "vhost": "v", "value": {**BASE, **change}}
+    refused: list = []
+    shovels = from_definitions(json.dumps({"parameters": [bad, good]}), "defs.json",
+                               refused=refused)
+    assert [s.name for s in shovels] == ["good"]
+    ((name, vhost, why),) = [(r.name, r.vhost, r.reason) for r in refused]
+    assert (name, vhost) == ("bad", "v") and reason in why
+    assert reason in caplog.text and "'bad'" in caplog.text
+
+
+def test_current_dynamic_keys_are_taken():
+    value = {**BASE, "src-predeclared": True, "dest-queue": "d", "dest-predeclared": True,
+             "src-consumer-args": {"x-priority": 5}, "publish-properties": []}
+    (shovel,) = from_definitions({"parameters": [
+        {"component": "shovel", "name": "s", "vhost": "/", "value": value}]})
+    assert shovel.sources.declarations[0]["passive"] is True
+    assert not shovel.sources.declarations[0]["if_missing"]
+    assert shovel.destinations.declarations[0]["passive"] is True
+    assert shovel.consumer_args == {"x-priority": 5}
+    assert shovel.publish_properties == {}
+
+
+@pytest.mark.parametrize("properties", [[], [["delivery_mode", 2], ["app_id", "x"]]])
+def test_publish_properties_as_a_list_of_pairs(properties):
+    expected = dict(properties)
+    (shovel,) = from_definitions({"parameters": [{
+        "component": "shovel", "name": "s", "vhost": "/",
+        "value": {**BASE, "publish-properties": properties}}]})
+    assert shovel.publish_properties == expected
+    (toml,) = loads('[[shovel]]\nname = "t"\nsources = { broker = "amqp://" }\n'
+                    'destinations = { broker = "amqp://" }\nqueue = "q"\n'
+                    f'publish_properties = {json.dumps(properties)}\n').shovels
+    assert toml.publish_properties == expected
+
+
+def test_a_publish_properties_list_of_non_pairs_is_rejected_with_its_line():
+    text = _definitions_with("bad", {**BASE, "publish-properties": [["delivery_mode"]]})
+    with pytest.raises(ConfigError, match=r"publish-properties\[0\] must be a \[key, value\] "
+                       "pair"):
+        from_definitions(text, "defs.json")
+
+
+def test_erlang_consumer_args_reach_the_shovel():
+    text = ('[{rabbitmq_shovel, [{shovels, [{s, [{source, [{uris, ["amqp://"]}, {queue, <<"q">>},'
+            ' {consumer_args, [{<<"x-priority">>, long, 7}]}]},'
+            ' {destination, [{uris, ["amqp://"]}]}]}]}]}].')
+    (shovel,) = from_erlang_config(text)
+    assert shovel.consumer_args == {"x-priority": 7}
 
 
 def test_dynamic_shovel_without_a_source_uri_is_rejected():

@@ -138,12 +138,14 @@ def test_status_registry_snapshot_metrics_and_table():
     status.set_state(ShovelState.TERMINATED, "failed: amqp://u:hunter22@h1/v said hunter22")
     (row,) = registry.snapshot()
     assert row["state"] == "terminated" and "hunter22" not in row["reason"]
-    assert row["source"] == "amqp://u:***@h1/v"
+    # as the plugin shows it: without credentials
+    assert row["source"] == row["source_uri"] == "amqp://h1/v"
+    assert (row["type"], row["termination_reason"]) == ("static", row["reason"])
     assert not registry.healthy
     metrics = registry.metrics()
     assert metrics["rtroute_shovel_moved_total"]["samples"] == [({"shovel": "s1"}, 12)]
     table = format_table([row])
-    assert table.splitlines()[1].split()[:2] == ["s1", "terminated"]
+    assert table.splitlines()[1].split()[:4] == ["s1", "-", "static", "terminated"]
     assert scrub("x amqps://a:b@c/d y") == "x amqps://a:***@c/d y"
 
 

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from rtroute.ops_http import OpsServer
 from rtroute.shovel.commands import shovel as shovel_group
 from rtroute.shovel.runner import ShovelRunner
-from rtroute.shovel.status import ShovelState
+from rtroute.shovel.status import ShovelState, uri_without_credentials
 
 from ..conftest import BROKER_URI, broker_uri_for, wait_for
 from .conftest import (
@@ -168,13 +168,15 @@ def test_several_shovels_in_one_process_and_the_status_command(names):
                                                    f"127.0.0.1:{http.port}"])
         assert result.exit_code == 0, result.output
         lines = result.output.splitlines()
-        assert lines[0].split() == ["NAME", "STATE", "SINCE", "SOURCE", "DESTINATION",
-                                    "MOVED", "REASON"]
+        # the columns of rabbitmqctl shovel_status, then the count moved
+        assert lines[0].split() == ["name", "vhost", "type", "state", "source_protocol",
+                                    "source", "destination_protocol", "destination",
+                                    "termination_reason", "last_changed", "moved"]
         for i, line in enumerate(lines[1:]):
             cells = line.split()
-            assert cells[0] == f"multi-{i}" and cells[1] == "running"
-            assert cells[3] == broker_uri_for(credentials="guest:***")
-            assert cells[5] == str(10 * (i + 1))
+            assert cells[:4] == [f"multi-{i}", "-", "static", "running"]
+            assert cells[5] == uri_without_credentials(broker_uri_for())  # as the plugin
+            assert cells[-1] == str(10 * (i + 1))
         with urllib.request.urlopen(f"http://127.0.0.1:{http.port}/metrics") as response:
             metrics = response.read().decode()
         assert 'rtroute_shovel_moved_total{shovel="multi-2"} 30' in metrics
