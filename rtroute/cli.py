@@ -221,18 +221,53 @@ def demo(uri: str, management_uri: str | None) -> None:
 @click.option("--cc", multiple=True, metavar="KEY", help="CC routing key (repeatable).")
 @click.option("--bcc-alias", multiple=True, metavar="KEY",
               help="Blind copy via the sidecar's alias header x-rtroute-bcc (repeatable).")
+@click.option("--bcc", multiple=True, metavar="KEY",
+              help="Blind copy in a real BCC header (repeatable; needs --route-locally: the "
+                   "broker strips BCC before the sidecar could see it).")
 @click.option("--persistent", is_flag=True, help="delivery_mode 2.")
+@click.option("--route-locally", is_flag=True,
+              help="Route here with the native core and publish once to EXCHANGE.bindings "
+                   "(rtopic exchanges managed by rtroute; no second broker crossing).")
+@click.option("--management-uri", default=None, envvar="RTROUTE_MANAGEMENT_URI",
+              show_envvar=True, help="With --route-locally: the management API that lists "
+                                     "the bindings [default: derived from --uri].")
 def publish(uri: str, exchange: str, routing_key: str, count: int, size: int,
-            rate: float | None, window: int, cc: tuple, bcc_alias: tuple,
-            persistent: bool) -> None:
-    """Publish N messages with windowed publisher confirms; print rate and confirm latency."""
-    from rtroute.amqp import publish as publish_messages
+            rate: float | None, window: int, cc: tuple, bcc_alias: tuple, bcc: tuple,
+            persistent: bool, route_locally: bool, management_uri: str | None) -> None:
+    """Publish N messages with windowed publisher confirms; print rate and confirm latency.
 
+    \b
+    Examples:
+      rtroute publish --exchange logs --routing-key '#.error' -n 1000
+      rtroute publish --exchange logs --routing-key '*.app1.#' --route-locally --bcc audit.all
+    """
     headers = {}
     if cc:
         headers["CC"] = list(cc)
     if bcc_alias:
         headers["x-rtroute-bcc"] = list(bcc_alias)
+    if bcc and not route_locally:
+        raise click.UsageError("--bcc needs --route-locally (use --bcc-alias through the "
+                               "sidecar: RabbitMQ strips BCC before the sidecar sees it)")
+    if bcc:
+        headers["BCC"] = list(bcc)
+    if route_locally:
+        from rtroute.publish_routed import publish_routed
+
+        if rate is not None:
+            raise click.UsageError("--rate is not supported with --route-locally")
+        try:
+            result = publish_routed(uri, exchange, routing_key, count, size, management_uri,
+                                    window=window, headers=headers or None,
+                                    persistent=persistent, echo=click.echo)
+        except (ConnectionError, ValueError) as exc:
+            raise click.ClickException(str(exc)) from None
+        if result["failed"]:
+            raise click.ClickException(f"{result['failed']} message(s) failed: "
+                                       f"{result['error']}")
+        return
+    from rtroute.amqp import publish as publish_messages
+
     result = publish_messages(uri, exchange, routing_key, count, size, rate=rate, window=window,
                               headers=headers or None, persistent=persistent, echo=click.echo)
     if result.get("error"):
@@ -258,95 +293,13 @@ def config_check(path: str) -> None:
                f"{len(config.shovels)} shovels)")
 
 
-@main.group()
-def bench() -> None:
-    """Benchmarks: each measures rtroute against a baseline in the same run."""
-
-
-@bench.command("match")
-@click.option("--bindings", "sizes", multiple=True, type=click.IntRange(1),
-              help="Binding-set size (repeatable). [default: 1000, 100000, 1000000]")
-@click.option("--queries", default=20, show_default=True, type=click.IntRange(1),
-              help="Queries per shape and implementation.")
-@click.option("--scan-limit", default=100_000, show_default=True,
-              help="Run reference.py (a full scan) only up to this many bindings.")
-def bench_match(sizes: tuple, queries: int, scan_limit: int) -> None:
-    """Native core vs reference.py, a Python dict trie, marisa-trie and a naive regex scan."""
-    from rtroute.bench.match import run
-
-    run(sizes=sizes or (1_000, 100_000, 1_000_000), scan_limit=scan_limit, queries=queries,
-        echo=click.echo)
-
-
-@bench.command("selector")
-@click.option("--evaluations", default=200_000, show_default=True, type=click.IntRange(1))
-def bench_selector(evaluations: int) -> None:
-    """Compiled selectors vs a straightforward AST interpreter (evaluations/s)."""
-    from rtroute.bench.selector import run
-
-    run(evaluations=evaluations, echo=click.echo)
-
-
-@bench.command("shovel")
-@click.option("-n", "--count", default=100_000, show_default=True, type=click.IntRange(1))
-def bench_shovel(count: int) -> None:
-    """rtroute's shovel vs RabbitMQ's shovel plugin, each ack mode, same queues, one run."""
-    from rtroute.bench.shovel import run
-
-    run(count, echo=click.echo)
-
-
-@bench.command("spark")
-@click.option("--messages", default=2_000_000, show_default=True, type=click.IntRange(1))
-@click.option("--bindings", default=10_000, show_default=True, type=click.IntRange(1))
-@click.option("--master", default="local[2]", show_default=True)
-def bench_spark(messages: int, bindings: int, master: str) -> None:
-    """Arrow batches + native core vs a row-at-a-time UDF vs a no-op matcher, on Spark."""
-    from rtroute.bench.spark import run
-
-    run(messages=messages, bindings=bindings, master=master, echo=click.echo)
-
-
-@bench.command("divert")
-@click.option("--uri", default="amqp://guest:guest@127.0.0.1:5672/%2F", show_default=True,
-              envvar="RTROUTE_URI", show_envvar=True)
-def bench_divert(uri: str) -> None:
-    """A managed exchange with 0, 1 and 10 filtered diverts vs a native topic exchange."""
-    from rtroute.bench.divert import run
-
-    run(echo=click.echo, uri=uri)
-
-
-@bench.command("sidecar")
-@click.option("--uri", default="amqp://guest:guest@127.0.0.1:5672/%2F", show_default=True,
-              envvar="RTROUTE_URI", show_envvar=True)
-@click.option("--prefetch", default=1000, show_default=True, type=click.IntRange(1, 65535),
-              help="The sidecar's ingress prefetch window.")
-@click.option("--repeat", default=3, show_default=True, type=click.IntRange(1, 50),
-              help="Runs per scenario (the two paths alternate); the table shows medians.")
-def bench_sidecar(uri: str, prefetch: int, repeat: int) -> None:
-    """Sidecar vs a native topic exchange: 1, 10, 100 queues/msg, 10k bindings, exact key."""
-    from rtroute.bench.sidecar import run
-
-    run(uri, echo=click.echo, prefetch=prefetch, repeat=repeat)
-
-
-@bench.command("confirms")
-@click.option("--uri", default="amqp://guest:guest@127.0.0.1:5672/%2F", show_default=True,
-              envvar="RTROUTE_URI", show_envvar=True)
-@click.option("--persistent", is_flag=True, help="delivery_mode 2 (the broker fsyncs).")
-def bench_confirms(uri: str, persistent: bool) -> None:
-    """Transactions vs synchronous confirms vs windowed confirms, in one run."""
-    from rtroute.bench.confirms import run
-
-    run(uri, persistent=persistent, echo=click.echo)
-
-
 def _register_groups() -> None:
     """Command groups that live beside the code they drive."""
+    from rtroute.bench.commands import bench
     from rtroute.shovel.commands import shovel
     from rtroute.spark.commands import spark
 
+    main.add_command(bench)
     main.add_command(shovel)
     main.add_command(spark)
 

@@ -32,9 +32,12 @@ def run(uri: str = DEFAULT_URI, slow_count: int = 2_000, fast_count: int = 50_00
     props = pika.BasicProperties(delivery_mode=2 if persistent else 1)
     conn = connect_blocking(uri)
     rows = []
+    ch = None
     try:
         ch = conn.channel()
-        ch.queue_declare(queue)
+        # durable (RabbitMQ 4 denies transient non-exclusive queues; another connection
+        # publishes the windowed run), so --persistent messages really reach the disk
+        ch.queue_declare(queue, durable=True)
 
         echo(f"transactions: {slow_count:,} messages, tx.commit after each ...")
         tx = conn.channel()
@@ -59,9 +62,12 @@ def run(uri: str = DEFAULT_URI, slow_count: int = 2_000, fast_count: int = 50_00
                          echo=lambda *_: None)
         rows.append({"path": "windowed confirms (ConfirmWindow, 1000)", "messages": fast_count,
                      "msgs_per_s": result["msgs_per_s"]})
-        ch.queue_delete(queue)
     finally:
-        conn.close()
+        try:
+            if ch is not None and ch.is_open:
+                ch.queue_delete(queue)
+        finally:
+            conn.close()
     base = rows[0]["msgs_per_s"]
     echo("")
     echo("| path | messages | msg/s | vs transactions |")
@@ -71,3 +77,13 @@ def run(uri: str = DEFAULT_URI, slow_count: int = 2_000, fast_count: int = 50_00
         echo(f"| {r['path']} | {r['messages']:,} | {r['msgs_per_s']:,.0f} | "
              f"{r['vs_transactions']:,.1f}x |")
     return rows
+
+
+def json_rows(rows: list[dict]) -> list[dict]:
+    """The report rows of a run: windowed confirms against each slower path (msg/s)."""
+    windowed = rows[-1]
+    return [{"name": windowed["path"], "value": windowed["msgs_per_s"], "unit": "msg/s",
+             "baseline": r["path"], "baseline_value": r["msgs_per_s"],
+             "ratio": windowed["msgs_per_s"] / r["msgs_per_s"],
+             "ratio_means": "rtroute / baseline", "messages": windowed["messages"],
+             "baseline_messages": r["messages"]} for r in rows[:-1]]

@@ -98,16 +98,20 @@ def run_scenario(uri: str, scenario: Scenario, echo: Callable[[str], None]) -> d
     with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as f:
         f.write(_config(uri, name, spy, scenario))
         config_path = f.name
-    ch.queue_declare(spy)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "rtroute.cli", "run", "-c", config_path,
-         "--http", f"127.0.0.1:{port}", "--log-level", "WARNING", "--name", f"bench-{tag}"],
-        env=dict(os.environ))
+    proc = None
     try:
+        # RabbitMQ 4 denies transient non-exclusive queues: the sidecar probes the spy queue
+        # (a passive declare, refused on another connection's exclusive queue), so it is
+        # durable; the measured queues are only read here, so they are exclusive.
+        ch.queue_declare(spy, durable=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "rtroute.cli", "run", "-c", config_path,
+             "--http", f"127.0.0.1:{port}", "--log-level", "WARNING", "--name", f"bench-{tag}"],
+            env=dict(os.environ))
         ch.exchange_declare(native, "topic", auto_delete=True)
         ch.exchange_declare(f"{name}.bindings", "topic", durable=True)
         for q, exchange in ((queue, f"{name}.bindings"), (native_queue, native)):
-            ch.queue_declare(q)
+            ch.queue_declare(q, exclusive=True)
             ch.queue_bind(q, exchange, "#")
         _wait_running(port, proc)
         echo(f"  {scenario.label}: native topic exchange ...")
@@ -117,16 +121,19 @@ def run_scenario(uri: str, scenario: Scenario, echo: Callable[[str], None]) -> d
         queues = [queue, spy] if scenario.copies else [queue]
         sidecar_rate = _timed(uri, name, scenario.messages, ch, queues)
     finally:
-        proc.terminate()
-        proc.wait(30)
+        if proc is not None:
+            proc.terminate()
+            proc.wait(30)
         os.unlink(config_path)
+        if not ch.is_open:  # a channel error: clean up on a new channel
+            ch = conn.channel()
         for q in (queue, native_queue, spy, f"rtroute.ingress.{name}"):
             ch.queue_delete(q)
         for x in (name, f"{name}.bindings", native):
             ch.exchange_delete(x)
         conn.close()
     return {"scenario": scenario.label, "diverts": len(scenario.filters),
-            "messages": scenario.messages, "native_msgs_per_s": native_rate,
+            "copies": scenario.copies, "messages": scenario.messages, "native_msgs_per_s": native_rate,
             "sidecar_msgs_per_s": sidecar_rate, "ratio": sidecar_rate / native_rate}
 
 
@@ -143,6 +150,17 @@ def run(echo: Callable[[str], None] = print, uri: str = DEFAULT_URI,
         echo(f"| {r['scenario']} | {r['messages']:,} | {r['native_msgs_per_s']:,.0f} | "
              f"{r['sidecar_msgs_per_s']:,.0f} | {r['ratio']:.2f} |")
     return rows
+
+
+def json_rows(rows: list[dict]) -> list[dict]:
+    """The report rows of a run: the managed exchange with diverts against the native topic
+    exchange, per scenario (msg/s)."""
+    return [{"name": "managed exchange + diverts", "value": r["sidecar_msgs_per_s"],
+             "unit": "msg/s", "baseline": "native topic exchange",
+             "baseline_value": r["native_msgs_per_s"], "ratio": r["ratio"],
+             "ratio_means": "rtroute / baseline", "scenario": r["scenario"],
+             "diverts": r["diverts"], "copies": r["copies"], "messages": r["messages"]}
+            for r in rows]
 
 
 if __name__ == "__main__":  # pragma: no cover

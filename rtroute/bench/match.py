@@ -246,3 +246,28 @@ def format_table(rows: list[Row]) -> str:
         lines.append(f"| {r.bindings:,} | `{r.shape}` | {r.impl} | {r.us_per_query:,.2f} | "
                      f"{r.results:,.0f} | {nsr} | {ratio:,.1f}x |")
     return "\n".join(lines)
+
+
+def json_rows(result: dict) -> list[dict]:
+    """The report rows of a run: the native core against each baseline per size and query
+    shape (CPU µs per query), then memory per binding and the bind/unbind rate."""
+    rows: list[Row] = result["rows"]
+    native = {(r.bindings, r.shape): r for r in rows if r.impl == "native"}
+    out: list[dict] = []
+    for r in rows:
+        if r.impl == "native":
+            continue
+        mine = native[(r.bindings, r.shape)]
+        out.append({"name": "native", "value": mine.us_per_query, "unit": "µs/query",
+                    "baseline": r.impl, "baseline_value": r.us_per_query,
+                    "ratio": r.us_per_query / mine.us_per_query,
+                    "ratio_means": "native speed-up", "bindings": r.bindings, "shape": r.shape,
+                    "results": mine.results, "baseline_results": r.results,
+                    "ns_per_result": mine.ns_per_result})
+    for n, name, per_binding in result["memory"]:
+        out.append({"name": name, "value": per_binding, "unit": "bytes/binding",
+                    "bindings": n, "kind": "memory"})
+    for n, rate in result["mutation"]:
+        out.append({"name": "native bind+unbind", "value": rate, "unit": "ops/s",
+                    "bindings": n, "kind": "mutation"})
+    return out

@@ -70,7 +70,8 @@ def _filler(j: int) -> str:
 class _Setup:
     """The queues and bindings of one shape on one broker, for every path at once."""
 
-    def __init__(self, channel: Any, shape: Shape, tag: str, plugin_channel: Any = None):
+    def __init__(self, channel: Any, shape: Shape, tag: str, plugin_channel: Any = None,
+                 bindings: int = BINDINGS):
         self.name = f"rtroute.bench.{tag}"
         self.native = f"{self.name}.native"
         self.queues = [f"{self.name}.q{i}" for i in range(shape.matched)]
@@ -83,7 +84,7 @@ class _Setup:
             channel.queue_bind(queue, self.native, shape.topic_binding)
         for queue in self.fillers:
             channel.queue_declare(queue, exclusive=True)
-        for j in range(BINDINGS - shape.matched):
+        for j in range(bindings - shape.matched):
             queue = self.fillers[j % len(self.fillers)]
             channel.queue_bind(queue, f"{self.name}.bindings", _filler(j))
             channel.queue_bind(queue, self.native, _filler(j))
@@ -96,7 +97,7 @@ class _Setup:
                 plugin_channel.queue_bind(queue, self.name, f"hit.app1.mod1.t{i}")
                 self.plugin_queues.append(queue)
             filler = plugin_channel.queue_declare(f"{self.name}.f", exclusive=True).method.queue
-            for j in range(BINDINGS - shape.matched):
+            for j in range(bindings - shape.matched):
                 plugin_channel.queue_bind(filler, self.name, _filler(j))
 
     def purge(self, channel: Any) -> None:
@@ -168,7 +169,7 @@ def _wait_sidecar(proc: Any, port: int, bindings: int) -> None:
 
 def run_shape(uri: str, shape: Shape, echo: Callable[[str], None], repeat: int = 3,
               management_uri: str | None = None, plugin_uri: str | None = None,
-              sidecar: bool = True) -> dict:
+              sidecar: bool = True, bindings: int = BINDINGS) -> dict:
     """Measures one shape on every path ``repeat`` times; returns the median rates."""
     from rtroute.publisher import RTopicPublisher
 
@@ -177,7 +178,7 @@ def run_shape(uri: str, shape: Shape, echo: Callable[[str], None], repeat: int =
     channel = conn.channel()
     plugin_conn = connect_blocking(plugin_uri) if plugin_uri else None
     plugin_channel = plugin_conn.channel() if plugin_conn else None
-    setup = _Setup(channel, shape, tag, plugin_channel)
+    setup = _Setup(channel, shape, tag, plugin_channel, bindings)
     proc = None
     rates: dict[str, list[float]] = {"native": [], "publisher": []}
     if sidecar:
@@ -187,11 +188,11 @@ def run_shape(uri: str, shape: Shape, echo: Callable[[str], None], repeat: int =
     try:
         if sidecar:
             proc, port = _start_sidecar(uri, management_uri, setup.name)
-            _wait_sidecar(proc, port, BINDINGS)
+            _wait_sidecar(proc, port, bindings)
         with RTopicPublisher(uri, setup.name, management_uri=management_uri,
                              window=2000) as publisher:
             deadline = time.monotonic() + 120
-            while len(publisher.bindings) < BINDINGS:
+            while len(publisher.bindings) < bindings:
                 if time.monotonic() > deadline:
                     raise RuntimeError("the publisher did not list every binding")
                 time.sleep(0.1)
@@ -226,7 +227,7 @@ def run_shape(uri: str, shape: Shape, echo: Callable[[str], None], repeat: int =
             plugin_conn.close()
     medians = {path: statistics.median(values) for path, values in rates.items()}
     return {"scenario": shape.label, "messages": shape.messages,
-            "queues_per_message": shape.matched, "bindings": BINDINGS,
+            "queues_per_message": shape.matched, "bindings": bindings,
             "rtopic_key": shape.rtopic_key, "topic_binding": shape.topic_binding,
             **{f"{path}_msgs_per_s": rate for path, rate in medians.items()},
             "publisher_vs_native": medians["publisher"] / medians["native"],
@@ -237,11 +238,11 @@ def run_shape(uri: str, shape: Shape, echo: Callable[[str], None], repeat: int =
 def run(uri: str = DEFAULT_URI, shapes: list[Shape] = SHAPES,
         echo: Callable[[str], None] = print, repeat: int = 3,
         management_uri: str | None = None, plugin_uri: str | None = None,
-        sidecar: bool = True) -> list[dict]:
+        sidecar: bool = True, bindings: int = BINDINGS) -> list[dict]:
     """Runs every shape; prints progress and a table of medians; returns the rows."""
-    echo(f"publisher-side routing vs native topic exchange ({BINDINGS:,} bindings, "
+    echo(f"publisher-side routing vs native topic exchange ({bindings:,} bindings, "
          f"{BODY}-byte messages, median of {repeat} runs)")
-    rows = [run_shape(uri, s, echo, repeat, management_uri, plugin_uri, sidecar)
+    rows = [run_shape(uri, s, echo, repeat, management_uri, plugin_uri, sidecar, bindings)
             for s in shapes]
     paths = [p for p in ("native", "publisher", "sidecar", "plugin")
              if f"{p}_msgs_per_s" in rows[0]]
@@ -263,3 +264,54 @@ def json_rows(rows: list[dict]) -> list[dict]:
              "baseline": "native topic exchange", "baseline_value": r["native_msgs_per_s"],
              "ratio": r["publisher_vs_native"], "ratio_means": "rtroute / baseline",
              **{k: v for k, v in r.items() if k not in ("runs",)}} for r in rows]
+
+
+def measure_visibility(uri: str = DEFAULT_URI, management_uri: str | None = None,
+                       trials: int = 20, echo: Callable[[str], None] = print) -> dict:
+    """How long a binding made (or removed) on the broker takes to reach a running
+    publisher's table: from ``queue.bind``-ok until a message published to it through the
+    publisher arrives (and from ``queue.unbind``-ok until one no longer does).
+
+    Probes are published every millisecond or so, so the figures are upper bounds within
+    about a probe's round trip. Returns ``{"bind_ms": [...], "unbind_ms": [...]}`` and prints
+    the median and the maximum.
+    """
+    from rtroute.publisher import RTopicPublisher
+
+    name = f"rtroute.bench.vis.{uuid.uuid4().hex[:6]}"
+    conn = connect_blocking(uri)
+    channel = conn.channel()
+    channel.exchange_declare(f"{name}.bindings", "topic", durable=True)
+    queue = channel.queue_declare("", exclusive=True).method.queue
+    bind_ms: list[float] = []
+    unbind_ms: list[float] = []
+    try:
+        with RTopicPublisher(uri, name, management_uri=management_uri) as pub:
+            for trial in range(trials):
+                key = f"vis.k{trial}"
+                channel.queue_bind(queue, f"{name}.bindings", key)
+                bound = time.monotonic()
+                while pub.publish("vis.*", b"p").result(timeout=10) and \
+                        channel.basic_get(queue, auto_ack=True)[0] is None:
+                    if time.monotonic() - bound > 60:
+                        raise RuntimeError("a new binding was not seen within 60 s")
+                bind_ms.append((time.monotonic() - bound) * 1000)
+                channel.queue_unbind(queue, f"{name}.bindings", key)
+                unbound = time.monotonic()
+                while True:
+                    channel.queue_purge(queue)
+                    pub.publish("vis.*", b"p").result(timeout=10)
+                    if channel.basic_get(queue, auto_ack=True)[0] is None:
+                        break
+                    if time.monotonic() - unbound > 60:
+                        raise RuntimeError("a removed binding was still used after 60 s")
+                unbind_ms.append((time.monotonic() - unbound) * 1000)
+    finally:
+        channel.queue_delete(queue)
+        channel.exchange_delete(f"{name}.bindings")
+        conn.close()
+    for label, values in (("bind -> first message routed", bind_ms),
+                          ("unbind -> first message not routed", unbind_ms)):
+        echo(f"{label}: median {statistics.median(values):.1f} ms, max {max(values):.1f} ms "
+             f"({len(values)} trials)")
+    return {"bind_ms": bind_ms, "unbind_ms": unbind_ms}

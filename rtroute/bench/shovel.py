@@ -140,5 +140,14 @@ def run(count: int = 100_000, echo: Callable[[str], Any] = print, uri: str = URI
     return {"count": count, "repeat": repeat, "results": results, "runs": runs}
 
 
+def json_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The report rows of a run: rtroute's shovel against the plugin per ack mode (best rates)."""
+    return [{"name": "rtroute shovel", "value": rates["rtroute"], "unit": "msg/s",
+             "baseline": "RabbitMQ shovel plugin", "baseline_value": rates["plugin"],
+             "ratio": rates["ratio"], "ratio_means": "rtroute / baseline", "ack_mode": mode,
+             "messages": result["count"], "runs": result["runs"][mode]}
+            for mode, rates in result["results"].items()]
+
+
 if __name__ == "__main__":  # pragma: no cover
     run()

@@ -95,7 +95,9 @@ def run_scenario(uri: str, scenario: Scenario, echo: Callable[[str], None],
         ch.exchange_declare(native, "topic", auto_delete=True)
         ch.exchange_declare(f"{name}.bindings", "topic", durable=True)
         for i, q in enumerate(queues):
-            ch.queue_declare(q)
+            # exclusive: RabbitMQ 4 denies transient non-exclusive queues, and only this
+            # connection reads them (the sidecar publishes through the exchange)
+            ch.queue_declare(q, exclusive=True)
             ch.queue_bind(q, f"{name}.bindings", f"bench.q{i}")  # plain keys for rtopic
             ch.queue_bind(q, native, "bench.*")
         for j in range(scenario.extra):
@@ -129,6 +131,8 @@ def run_scenario(uri: str, scenario: Scenario, echo: Callable[[str], None],
     finally:
         proc.terminate()
         proc.wait(30)
+        if not ch.is_open:  # a channel error: clean up on a new channel
+            ch = conn.channel()
         for q in queues:
             ch.queue_delete(q)
         for x in (name, f"{name}.bindings", native):
@@ -138,6 +142,8 @@ def run_scenario(uri: str, scenario: Scenario, echo: Callable[[str], None],
     native_rate = statistics.median(native_rates)
     sidecar_rate = statistics.median(sidecar_rates)
     return {"scenario": scenario.label, "messages": scenario.messages,
+            "queues_per_message": scenario.matched, "extra_bindings": scenario.extra,
+            "exact": scenario.exact,
             "native_msgs_per_s": native_rate, "sidecar_msgs_per_s": sidecar_rate,
             "ratio": sidecar_rate / native_rate,
             "broker_cpu_us_native": _median(c["broker"] for c in native_cpu),
@@ -181,3 +187,16 @@ def _median(values) -> float | None:
 
 def _us(value: float | None) -> str:
     return "n/a" if value is None else f"{value:,.1f}"
+
+
+def json_rows(rows: list[dict]) -> list[dict]:
+    """The report rows of a run: the sidecar against the native topic exchange per scenario
+    (median msg/s), with the CPU per message of each side."""
+    return [{"name": "sidecar", "value": r["sidecar_msgs_per_s"], "unit": "msg/s",
+             "baseline": "native topic exchange", "baseline_value": r["native_msgs_per_s"],
+             "ratio": r["ratio"], "ratio_means": "rtroute / baseline",
+             "scenario": r["scenario"], "queues_per_message": r["queues_per_message"],
+             "extra_bindings": r["extra_bindings"], "exact": r["exact"],
+             "messages": r["messages"], "broker_cpu_us_native": r["broker_cpu_us_native"],
+             "broker_cpu_us_sidecar": r["broker_cpu_us_sidecar"],
+             "sidecar_cpu_us": r["sidecar_cpu_us"], "runs": r["runs"]} for r in rows]

@@ -102,20 +102,27 @@ class BatchRouter:
         kind: rtopic, topic, direct or fanout (the semantics of :mod:`rtroute.routing`).
         bindings: ``(destination, binding_key)`` pairs.
         noop: match nothing (Spark's ceiling in the benchmark); the rest of the work is the same.
+        matcher: used instead of the core's matcher: any object whose ``match_many(queries)``
+            returns, per query, the matching binding keys (the benchmark's Python baselines
+            plug in here, so that everything but the matching is the same work).
 
     Raises:
         ValueError: an unknown kind, or a binding key the core refuses (over 255 bytes).
         TypeError: a destination or key that is not a string.
     """
 
-    def __init__(self, kind: str, bindings: Bindings, noop: bool = False) -> None:
+    def __init__(self, kind: str, bindings: Bindings, noop: bool = False,
+                 matcher: Any = None) -> None:
         by_key: dict[str, set[str]] = {}
         for destination, key in bindings:
             decode_key(destination, MAX_BINDING_BYTES, "destination")
             by_key.setdefault(decode_key(key, MAX_BINDING_BYTES, "binding key"), set()).add(
                 destination)
         self.kind = kind
-        self._matcher = _NoMatch() if noop else _matcher_for(kind, by_key)
+        if matcher is not None:
+            self._matcher = matcher
+        else:
+            self._matcher = _NoMatch() if noop else _matcher_for(kind, by_key)
         self._destinations = {key: sorted(dests) for key, dests in by_key.items()}
 
     def route_batch(self, batch: pa.RecordBatch, key_column: str = "routing_key",

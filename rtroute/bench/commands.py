@@ -1,0 +1,208 @@
+"""`rtroute bench ...`: the benchmark commands (registered by ``rtroute.cli``).
+
+Every command prints its progress and tables; ``--json FILE`` also writes the run's figures
+(:mod:`rtroute.bench.report`), which ``rtroute bench chart`` draws.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
+
+json_option = click.option(
+    "--json", "json_path", default=None, metavar="FILE", type=click.Path(dir_okay=False),
+    help="Also write the run's figures (machine, parameters, every row and its ratio) as JSON.")
+uri_option = click.option("--uri", default=DEFAULT_URI, show_default=True, envvar="RTROUTE_URI",
+                          show_envvar=True)
+
+
+def _save(json_path: str | None, benchmark: str, parameters: dict[str, Any], rows: list[dict],
+          uri: str | None = None, extra: dict[str, Any] | None = None) -> None:
+    """Writes the report of a run when ``--json`` was given."""
+    if json_path is None:
+        return
+    from rtroute.bench.report import broker_version, build_report, write_report
+
+    report = build_report(benchmark, parameters, rows,
+                          broker=broker_version(uri) if uri else None, extra=extra)
+    click.echo(f"wrote {write_report(json_path, report)}")
+
+
+@click.group()
+def bench() -> None:
+    """Benchmarks: each measures rtroute against a baseline in the same run."""
+
+
+@bench.command("match")
+@click.option("--bindings", "sizes", multiple=True, type=click.IntRange(1),
+              help="Binding-set size (repeatable). [default: 1000, 100000, 1000000]")
+@click.option("--queries", default=20, show_default=True, type=click.IntRange(1),
+              help="Queries per shape and implementation.")
+@click.option("--scan-limit", default=100_000, show_default=True,
+              help="Run reference.py (a full scan) only up to this many bindings.")
+@json_option
+def bench_match(sizes: tuple, queries: int, scan_limit: int, json_path: str | None) -> None:
+    """Native core vs reference.py, a Python dict trie, marisa-trie and a naive regex scan."""
+    from rtroute.bench.match import json_rows, run
+
+    sizes = sizes or (1_000, 100_000, 1_000_000)
+    result = run(sizes=sizes, scan_limit=scan_limit, queries=queries, echo=click.echo)
+    _save(json_path, "match", {"bindings": list(sizes), "queries": queries,
+                               "scan_limit": scan_limit}, json_rows(result))
+
+
+@bench.command("selector")
+@click.option("--evaluations", default=200_000, show_default=True, type=click.IntRange(1))
+@json_option
+def bench_selector(evaluations: int, json_path: str | None) -> None:
+    """Compiled selectors vs a straightforward AST interpreter (evaluations/s)."""
+    from rtroute.bench.selector import json_rows, run
+
+    rows = run(evaluations=evaluations, echo=click.echo)
+    _save(json_path, "selector", {"evaluations": evaluations}, json_rows(rows))
+
+
+@bench.command("shovel")
+@click.option("-n", "--count", default=100_000, show_default=True, type=click.IntRange(1))
+@uri_option
+@json_option
+def bench_shovel(count: int, uri: str, json_path: str | None) -> None:
+    """rtroute's shovel vs RabbitMQ's shovel plugin, each ack mode, same queues, one run."""
+    from rtroute.bench.shovel import json_rows, run
+
+    result = run(count, echo=click.echo, uri=uri)
+    _save(json_path, "shovel", {"count": count, "repeat": result["repeat"]}, json_rows(result),
+          uri=uri)
+
+
+@bench.command("spark")
+@click.option("--messages", default=2_000_000, show_default=True, type=click.IntRange(1))
+@click.option("--bindings", default=10_000, show_default=True, type=click.IntRange(1))
+@click.option("--master", default="local[2]", show_default=True)
+@click.option("--repeats", default=3, show_default=True, type=click.IntRange(1),
+              help="Runs of each full-archive pipeline; the best counts.")
+@click.option("--reference-sample", default=2_000, show_default=True, type=click.IntRange(0),
+              help="Rows for the footnote row UDF over reference.py (0 to skip).")
+@click.option("--native-row-sample", default=200_000, show_default=True,
+              type=click.IntRange(0), help="Rows for the row UDF over the native core (0 to skip).")
+@json_option
+def bench_spark(messages: int, bindings: int, master: str, repeats: int, reference_sample: int,
+                native_row_sample: int, json_path: str | None) -> None:
+    """Arrow batches + native core vs a Python dict trie as a row UDF, a pandas UDF and in
+    mapInArrow, and a no-op matcher, on Spark; every baseline's output is checked."""
+    from rtroute.bench.spark import ResultMismatch, json_rows, run
+
+    try:
+        result = run(messages=messages, bindings=bindings, master=master, echo=click.echo,
+                     repeats=repeats, reference_sample=reference_sample,
+                     native_row_sample=native_row_sample)
+    except ResultMismatch as exc:
+        raise click.ClickException(str(exc)) from None
+    _save(json_path, "spark",
+          {"messages": messages, "bindings": result["bindings"], "master": master,
+           "repeats": repeats, "reference_sample": reference_sample,
+           "native_row_sample": native_row_sample, "spark": result["spark_version"],
+           "mix": result["mix"]}, json_rows(result))
+
+
+@bench.command("divert")
+@uri_option
+@json_option
+def bench_divert(uri: str, json_path: str | None) -> None:
+    """A managed exchange with 0, 1 and 10 filtered diverts vs a native topic exchange."""
+    from rtroute.bench.divert import json_rows, run
+
+    rows = run(echo=click.echo, uri=uri)
+    _save(json_path, "divert", {}, json_rows(rows), uri=uri)
+
+
+@bench.command("sidecar")
+@uri_option
+@click.option("--prefetch", default=1000, show_default=True, type=click.IntRange(1, 65535),
+              help="The sidecar's ingress prefetch window.")
+@click.option("--repeat", default=3, show_default=True, type=click.IntRange(1, 50),
+              help="Runs per scenario (the two paths alternate); the table shows medians.")
+@json_option
+def bench_sidecar(uri: str, prefetch: int, repeat: int, json_path: str | None) -> None:
+    """Sidecar vs a native topic exchange: 1, 10, 100 queues/msg, 10k bindings, exact key."""
+    from rtroute.bench.sidecar import json_rows, run
+
+    rows = run(uri, echo=click.echo, prefetch=prefetch, repeat=repeat)
+    _save(json_path, "sidecar", {"prefetch": prefetch, "repeat": repeat}, json_rows(rows),
+          uri=uri)
+
+
+@bench.command("confirms")
+@uri_option
+@click.option("--persistent", is_flag=True, help="delivery_mode 2 (the broker fsyncs).")
+@json_option
+def bench_confirms(uri: str, persistent: bool, json_path: str | None) -> None:
+    """Transactions vs synchronous confirms vs windowed confirms, in one run."""
+    from rtroute.bench.confirms import json_rows, run
+
+    rows = run(uri, persistent=persistent, echo=click.echo)
+    _save(json_path, "confirms", {"persistent": persistent}, json_rows(rows), uri=uri)
+
+
+@bench.command("publish")
+@uri_option
+@click.option("--management-uri", default=None, envvar="RTROUTE_MANAGEMENT_URI",
+              show_envvar=True, help="The broker's management API [default: derived].")
+@click.option("--plugin-uri", default=None, envvar="RTROUTE_PLUGIN_URI", show_envvar=True,
+              help="A broker with the x-rtopic plugin: adds its column (same shapes).")
+@click.option("--repeat", default=3, show_default=True, type=click.IntRange(1, 50),
+              help="Runs per shape (the paths alternate); the table shows medians.")
+@click.option("--no-sidecar", is_flag=True, help="Leave the sidecar column out.")
+@click.option("--scale", default=1.0, show_default=True, type=click.FloatRange(0.001, 100),
+              help="Multiply the message counts (0.1 for a quick look).")
+@click.option("--bindings", default=10_000, show_default=True, type=click.IntRange(100),
+              help="Bindings per shape (the matched ones included).")
+@click.option("--visibility", is_flag=True,
+              help="Also measure bind/unbind -> seen by a running publisher (20 trials).")
+@json_option
+def bench_publish(uri: str, management_uri: str | None, plugin_uri: str | None, repeat: int,
+                  no_sidecar: bool, scale: float, bindings: int, visibility: bool,
+                  json_path: str | None) -> None:
+    """Publisher-side routing vs a native topic exchange, the sidecar and the plugin: 10k
+    bindings; 1, 10, 100 queues/msg; literal, *, trailing # and leading # keys."""
+    import dataclasses
+
+    from rtroute.bench.publish import SHAPES, json_rows, measure_visibility, run
+
+    shapes = [dataclasses.replace(s, messages=max(100, int(s.messages * scale))) for s in SHAPES]
+    rows = run(uri, shapes, echo=click.echo, repeat=repeat, management_uri=management_uri,
+               plugin_uri=plugin_uri, sidecar=not no_sidecar, bindings=bindings)
+    extra = {"visibility": measure_visibility(uri, management_uri, echo=click.echo)} \
+        if visibility else None
+    _save(json_path, "publish", {"repeat": repeat, "scale": scale, "bindings": bindings,
+                                 "plugin": plugin_uri is not None}, json_rows(rows), uri=uri,
+          extra=extra)
+
+
+@bench.command("chart")
+@click.argument("reports", nargs=-1, required=True,
+                type=click.Path(exists=True, dir_okay=False))
+@click.option("--out", "out_dir", default="docs/charts", show_default=True,
+              type=click.Path(file_okay=False), help="Directory for the PNG files.")
+def bench_chart(reports: tuple, out_dir: str) -> None:
+    """Draw the README's figures (PNG) from the JSON of `rtroute bench ... --json FILE`."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise click.ClickException(
+            "rtroute bench chart needs matplotlib: pip install 'rtroute[bench]'") from None
+    matplotlib.use("Agg")
+    from rtroute.bench.charts import draw
+    from rtroute.bench.report import read_report
+
+    try:
+        loaded = [read_report(path) for path in reports]
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    written = draw(loaded, Path(out_dir), echo=click.echo)
+    if not written:
+        raise click.ClickException("nothing to draw in these reports")
+
