@@ -34,6 +34,8 @@ from rtroute.selector.nodes import (
     Node,
     Not,
     Property,
+    XPath,
+    XQuery,
 )
 from rtroute.selector.parser import parse
 
@@ -43,11 +45,13 @@ _COUNTRIES = ["AT", "BE", "BG", "CY", "CZ", "DE", "DK", "EE", "ES", "FI", "FR", 
 
 @dataclass(frozen=True)
 class Case:
-    """One benchmark: a selector and the messages (header dicts) it is evaluated on."""
+    """One benchmark: a selector and the messages (header dicts) it is evaluated on, with
+    ``bodies[i]`` as message ``i``'s body when given (XPATH reads it)."""
 
     name: str
     selector: str
     messages: tuple
+    bodies: tuple = ()
 
 
 def _headers(**extra: Any) -> dict[str, Any]:
@@ -69,6 +73,13 @@ CASES = (
     Case("IN (20 values)",
          "country IN (" + ", ".join(f"'{c}'" for c in _COUNTRIES) + ")",
          (_headers(), _headers(country="MT"))),
+    Case("XPATH, 1 KB body",
+         "XPATH '/order[@region=\"eu\"]/item[price > 10]' AND office = 'New York'",
+         (_headers(), _headers()),
+         (b'<order region="eu">' + b"".join(
+             b"<item><sku>%d</sku><price>%d</price></item>" % (i, i) for i in range(24))
+          + b"</order>",
+          b'<order region="us"><item><price>50</price></item></order>')),
 )
 
 
@@ -88,7 +99,9 @@ class AstInterpreter:
             Negate: self._negate, Arithmetic: self._arithmetic, Compare: self._compare,
             Between: self._between, IsNull: self._is_null, Like: self._like, In: self._in,
             Not: self._not, Logic: self._logic, BoolCast: self._bool_cast,
+            XPath: self._xpath, XQuery: self._xquery,
         }
+        self._body: bytes | str | None = None  # of the evaluation under way
         # per-node state an interpreter prepares once: LIKE regexes, IN sets, field readers
         self._prepared: dict[int, Any] = {}
         stack = [self.tree]
@@ -105,17 +118,26 @@ class AstInterpreter:
             stack.extend(node.children())
 
     def evaluate(self, headers: Mapping[str, Any] | None,
-                 message: MessageFacts | None = None) -> bool | None:
+                 message: MessageFacts | None = None,
+                 body: bytes | str | None = None) -> bool | None:
         """The three-valued result; None for unknown or an aborted evaluation."""
+        self._body = body
         try:
             return self._eval(self.tree, headers or {}, message)
         except EvaluationError:
             return None
 
     def matches(self, headers: Mapping[str, Any] | None,
-                message: MessageFacts | None = None) -> bool:
+                message: MessageFacts | None = None,
+                body: bytes | str | None = None) -> bool:
         """True when the selector evaluates to TRUE."""
-        return self.evaluate(headers, message) is True
+        return self.evaluate(headers, message, body) is True
+
+    def _xpath(self, node: XPath, headers: Mapping, message: Any) -> bool:
+        return bool(node.evaluator(self._body))
+
+    def _xquery(self, node: XQuery, headers: Mapping, message: Any) -> bool:
+        return False
 
     def _eval(self, node: Node, headers: Mapping, message: MessageFacts | None) -> Any:
         return self._dispatch[type(node)](node, headers, message)
@@ -190,14 +212,15 @@ class AstInterpreter:
         return v.bool_cast3(self._eval(node.operand, headers, message))
 
 
-def _rate(matches: Callable[[Any], bool], messages: list[Mapping], repeats: int = 3) -> float:
-    """Best evaluations per second over `repeats` passes over `messages`."""
+def _rate(matches: Callable[..., bool], messages: list[tuple[Mapping, Any]],
+          repeats: int = 3) -> float:
+    """Best evaluations per second over `repeats` passes over `messages` (headers, body)."""
     best = 0.0
     for _ in range(repeats):
         gc.disable()
         start = time.perf_counter()
-        for headers in messages:
-            matches(headers)
+        for headers, body in messages:
+            matches(headers, None, body)
         elapsed = time.perf_counter() - start
         gc.enable()
         best = max(best, len(messages) / elapsed)
@@ -220,9 +243,11 @@ def run(evaluations: int = 200_000, echo: Callable[[str], Any] = print) -> list[
     for case in CASES:
         compiled = compile(case.selector).matches
         interpreter = AstInterpreter(case.selector).matches
-        for headers in case.messages:
-            assert compiled(headers) == interpreter(headers), case.name
-        messages = [case.messages[i % len(case.messages)] for i in range(evaluations)]
+        pairs = [(headers, case.bodies[i] if case.bodies else None)
+                 for i, headers in enumerate(case.messages)]
+        for headers, body in pairs:
+            assert compiled(headers, None, body) == interpreter(headers, None, body), case.name
+        messages = [pairs[i % len(pairs)] for i in range(evaluations)]
         compiled_rate = _rate(compiled, messages)
         interpreted_rate = _rate(interpreter, messages)
         row = {

@@ -158,6 +158,7 @@ class _ExchangeDiverts:
     exclusive: list[Divert]
     groups: list[_Group]
     needs_message: bool
+    needs_body: bool = False
 
 
 class DivertTable:
@@ -322,7 +323,8 @@ class DivertTable:
                 built.append(group)
             by_exchange[exchange] = _ExchangeDiverts(
                 [d for d in diverts if d.exclusive], built,
-                any(d.selector.needs_message for d in diverts))
+                any(d.selector.needs_message for d in diverts),
+                any(d.selector.needs_body for d in diverts))
         self._by_exchange = by_exchange
 
     # -- decisions ---------------------------------------------------------------------------
@@ -335,8 +337,13 @@ class DivertTable:
         entry = self._by_exchange.get(exchange)
         return entry is not None and entry.needs_message
 
+    def needs_body(self, exchange: str) -> bool:
+        """Whether a filter on ``exchange`` reads the body (an ``XPATH`` term: pass ``body``)."""
+        entry = self._by_exchange.get(exchange)
+        return entry is not None and entry.needs_body
+
     def evaluate(self, exchange: str, headers: Mapping[str, Any] | None,
-                 message: MessageFacts | None = None) -> Verdict:
+                 message: MessageFacts | None = None, body: bytes | None = None) -> Verdict:
         """Which diverts of ``exchange`` fire for a message, and whether the original goes on.
 
         Counts ``matched`` on each divert that fires and moves the routing-name turns.
@@ -345,7 +352,7 @@ class DivertTable:
         if entry is None:
             return _PASS
         headers = headers if headers is not None else {}
-        fired = [d for d in entry.exclusive if d.selector.matches(headers, message)]
+        fired = [d for d in entry.exclusive if d.selector.matches(headers, message, body)]
         if fired:
             for d in fired:
                 d.matched += 1
@@ -353,7 +360,7 @@ class DivertTable:
         for group in entry.groups:
             members = group.diverts
             if len(members) == 1:
-                if members[0].selector.matches(headers, message):
+                if members[0].selector.matches(headers, message, body):
                     fired.append(members[0])
                 continue
             count = len(members)
@@ -361,7 +368,7 @@ class DivertTable:
             for _ in range(count):
                 candidate = members[position]
                 position = position + 1 if position + 1 < count else 0
-                if candidate.selector.matches(headers, message):
+                if candidate.selector.matches(headers, message, body):
                     fired.append(candidate)
                     group.position = position
                     break

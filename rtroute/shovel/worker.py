@@ -192,7 +192,9 @@ class _Filter:
             properties = decode_properties(header)  # without loss: a double stays a double
             facts = self._facts(properties=properties, body_size=frames.body_size(header),
                                 exchange=entry.exchange[1:].decode("utf-8", "replace"))
-            return bool(self._selector.matches(properties.headers or {}, message=facts))
+            body = frames.body_of(entry.parts) if self._selector.needs_body else None
+            return bool(self._selector.matches(properties.headers or {}, message=facts,
+                                               body=body))
         return True
 
 

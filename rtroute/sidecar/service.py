@@ -1322,7 +1322,12 @@ class Sidecar:
             return [(d if m.error is None else Decision(error=m.error), None)
                     for m, d in zip(batch, decisions)]
         evaluate = self.diverts.evaluate
-        if self.diverts.needs_message(name):
+        if self.diverts.needs_body(name):  # an XPATH filter: the body, decoded only here
+            verdicts = [None if m.error else
+                        evaluate(name, m.headers, MessageFacts(m.props, m.body_size, name),
+                                 m.body)
+                        for m in batch]
+        elif self.diverts.needs_message(name):
             verdicts = [None if m.error else
                         evaluate(name, m.headers, MessageFacts(m.props, m.body_size, name))
                         for m in batch]

@@ -469,3 +469,21 @@ def test_kill_9_mid_stream_loses_neither_originals_nor_copies(run_config, channe
         assert duplicates <= 2 * prefetch, (queue, duplicates)
     assert survivor.exchange(name)["redelivered"] <= prefetch
     assert survivor.exchange(name)["received"] > 0  # the kill was mid-stream
+
+
+def test_xpath_filter_reads_the_xml_body(run_config, channel, managed, objects):
+    """Artemis's XPATH filters: the divert decodes the body only for such a filter."""
+    orders = managed("orders")
+    eu = objects.queue(f"{orders}.eu")
+    sc = run_config([{"name": orders, "kind": "topic"}],
+                    [{"name": f"{orders}-eu", "address": orders, "forwarding_address": eu,
+                      "filter": "XPATH '/order/region=\"eu\"'", "exclusive": True}])
+    rest = objects.queue(f"{orders}.rest", bind=(f"{orders}.bindings", "#"))
+    channel.confirm_delivery()
+    for body in (b"<order><region>eu</region></order>", b"<order><region>us</region></order>",
+                 b"{\"region\": \"eu\"}", b""):
+        publish(channel, orders, "order.new", body)
+    settle(channel, [(eu, 1), (rest, 3)])
+    assert [b for _m, _p, b in drain(channel, eu)] == [b"<order><region>eu</region></order>"]
+    assert len(drain(channel, rest)) == 3
+    wait_counts(sc, f"{orders}-eu", matched=1, forwarded=1)

@@ -368,3 +368,31 @@ def test_rtopic_key_filter_matches_pattern_routing_keys(names, shovels):
     wait_depth(LOCAL, dst, 3)
     time.sleep(0.3)
     assert bodies(LOCAL, dst) == [0, 2, 3]
+
+
+def test_filter_by_xpath_on_the_body(names, shovels):
+    """An Artemis XPATH selector reads the XML body (only such filters decode it)."""
+    src, dst = names.queue("src"), names.queue("dst")
+    declare_queue(LOCAL, src)
+    declare_queue(LOCAL, dst)
+    worker = shovels.start(toml_shovel(
+        "filter-xpath", LOCAL, LOCAL,
+        f'queue = "{src}"\ndest-queue = "{dst}"\n'
+        """filter = { selector = "XPATH '//order[@region=\\"eu\\"]' AND qty > 1" }"""))
+    from rtroute.amqp import connect_blocking
+
+    connection = connect_blocking(LOCAL)
+    channel = connection.channel()
+    channel.confirm_delivery()
+    import pika
+
+    cases = [(b'<order region="eu"/>', 2), (b'<order region="us"/>', 2),
+             (b'<order region="eu"/>', 1), (b"not xml", 5)]
+    for body, qty in cases:
+        channel.basic_publish("", src, body, pika.BasicProperties(headers={"qty": qty}))
+    connection.close()
+    wait_depth(LOCAL, dst, 1)
+    wait_for(lambda: worker.status.counters["filtered"] >= 3)
+    from .conftest import drain
+
+    assert [b for _m, _p, b in drain(LOCAL, dst)] == [b'<order region="eu"/>']
