@@ -79,7 +79,7 @@ EXCHANGE_KINDS = ("rtopic", "topic", "direct", "fanout", "headers")
 QUEUE_TYPES = ("classic", "quorum")
 DESTINATION_TYPES = ("queue", "exchange")
 ROUTING_TYPES = ("ANYCAST", "MULTICAST", "PASS", "STRIP")
-SECTIONS = ("broker", "http", "exchange", "divert", "shovel")
+SECTIONS = ("broker", "http", "exchange", "divert", "shovel", "proxy")  # proxy: rtroute.proxy.config
 _TRANSFORMER = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
 DIVERT_KEY_SPELLINGS: dict[str, tuple[str, ...]] = {
     "forwarding_address": ("forwarding-address", "forwardingAddress"),

@@ -1,0 +1,88 @@
+"""The ``[proxy]`` table of ``rtroute.toml``, checked as the rest of the file (file:line errors,
+"did you mean")::
+
+    [broker]
+    uri = "amqp://rtroute:secret@127.0.0.1:5672/%2F"   # the proxy's own credentials
+    [proxy]
+    listen = ["127.0.0.1:5680"]
+    listen_tls = ["0.0.0.0:5681"]
+    certfile = "/etc/rtroute/proxy.pem"
+    keyfile = "/etc/rtroute/proxy.key"
+    cacertfile = "/etc/rtroute/ca.pem"      # with verify_peer = true
+    reuse_port = true
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from rtroute.config_lines import ConfigError, TableReader, Where, check_size, load_toml
+from rtroute.proxy.server import ProxySettings, split_hostport
+
+__all__ = ["load_proxy_settings", "loads_proxy_settings"]
+
+DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
+
+
+def load_proxy_settings(path: str | os.PathLike) -> ProxySettings:
+    """The proxy's settings from ``[broker]`` and ``[proxy]`` of a config file.
+
+    Raises:
+        ConfigError: unreadable file or a bad value (``file:line: message``).
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read the config file: {exc.strerror}", None,
+                          str(path)) from None
+    return loads_proxy_settings(text, str(path))
+
+
+def loads_proxy_settings(text: str, path: str | None = "rtroute.toml") -> ProxySettings:
+    """As :func:`load_proxy_settings`, from the file's text."""
+    check_size(text, path)
+    data, source = load_toml(text, path)
+    settings = ProxySettings(uri=DEFAULT_URI)
+    broker = data.get("broker")
+    if isinstance(broker, dict):
+        uri = broker.get("uri")
+        if isinstance(uri, list) and uri:
+            uri = uri[0]
+        if isinstance(uri, str):
+            settings.uri = uri
+        if isinstance(broker.get("management_uri"), str):
+            settings.management_uri = broker["management_uri"]
+    table = data.get("proxy")
+    if table is None:
+        return settings
+    where = Where(source, path)
+    if not isinstance(table, dict):
+        raise where.error(("proxy",), "[proxy] must be a table")
+    reader = TableReader(table, ("proxy",), where, "proxy")
+    for key in ("listen", "listen_tls"):
+        found = reader.take(key)
+        if found is None:
+            continue
+        raw, value = found
+        values = [value] if isinstance(value, str) else value
+        if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+            raise reader.error_at((raw,), f"{key} must be host:port or a list of them")
+        for index, value in enumerate(values):
+            try:
+                split_hostport(value)
+            except ValueError as exc:
+                raise reader.error_at((raw, index), str(exc)) from None
+        setattr(settings, key, values)
+    for key in ("certfile", "keyfile", "cacertfile"):
+        value = reader.string(key, default=None)
+        if value is not None:
+            if not Path(value).is_file():
+                raise reader.error_at((key,), f"{key} {value!r} is not a readable file")
+            setattr(settings, key, value)
+    settings.verify_peer = reader.boolean("verify_peer", default=False)
+    settings.reuse_port = reader.boolean("reuse_port", default=False)
+    settings.bcc_alias = reader.string("bcc_alias_header", default=settings.bcc_alias)
+    reader.finish()
+    if settings.listen_tls and not (settings.certfile and settings.keyfile):
+        raise reader.error("listen_tls needs certfile and keyfile")
+    return settings

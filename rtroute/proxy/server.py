@@ -1,0 +1,224 @@
+"""``rtroute proxy``: listens like RabbitMQ, opens one broker connection per client connection.
+
+Each accepted client gets its own connection to the broker (plain or TLS, as ``--uri`` says);
+the client's handshake, authentication and vhost pass through, so the broker checks the
+client's own credentials and the proxy holds none of them. A :class:`~rtroute.proxy.session.Session`
+pumps the bytes both ways. Flow control: when one side's writes back up, the other side is no
+longer read (TCP pushes back to the sender), so a slow consumer or a blocked broker slows the
+client, as it would without the proxy.
+
+Nothing a client was told is kept only here: a confirm, a ``declare-ok`` or a ``bind-ok`` is
+the broker's own answer, passed on after the broker gave it. A proxy that dies closes its
+clients' connections; their publishes in flight were not confirmed, and they reconnect (to this
+proxy again, or another) as they would to a broker.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import socket
+import ssl
+from dataclasses import dataclass, field
+
+from rtroute.amqp.uri import AmqpUri, mask_uri, parse_uri
+from rtroute.proxy.catalog import Catalog
+from rtroute.proxy.session import Session
+from rtroute.sidecar.router import DEFAULT_BCC_ALIAS
+
+__all__ = ["ProxyServer", "ProxySettings", "run"]
+
+LOG = logging.getLogger(__name__)
+HIGH_WATER = 4 * 1024 * 1024
+
+
+@dataclass
+class ProxySettings:
+    """What one proxy process serves.
+
+    Attributes:
+        uri: the broker, with the proxy's own credentials (used for the catalog's watchers only).
+        listen: plain AMQP listeners, ``host:port`` each.
+        listen_tls: amqps listeners (need ``certfile`` and ``keyfile``).
+        management_uri: the management API (default: derived from ``uri``).
+        certfile, keyfile, cacertfile: the proxy's TLS certificate, its key, and the CA clients'
+            certificates must be signed by (``verify_peer``: ask for one and check it).
+        reuse_port: ``SO_REUSEPORT``, so several proxy processes share a port.
+        bcc_alias: the sidecar's BCC alias header, honoured and stripped on publishes.
+    """
+
+    uri: str
+    listen: list[str] = field(default_factory=list)
+    listen_tls: list[str] = field(default_factory=list)
+    management_uri: str | None = None
+    certfile: str | None = None
+    keyfile: str | None = None
+    cacertfile: str | None = None
+    verify_peer: bool = False
+    reuse_port: bool = False
+    bcc_alias: str = DEFAULT_BCC_ALIAS
+
+    def client_ssl_context(self) -> ssl.SSLContext | None:
+        if not self.listen_tls:
+            return None
+        if not self.certfile or not self.keyfile:
+            raise ValueError("a TLS listener needs certfile and keyfile")
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=self.cacertfile)
+        context.load_cert_chain(self.certfile, self.keyfile)
+        context.verify_mode = ssl.CERT_REQUIRED if self.verify_peer else ssl.CERT_NONE
+        return context
+
+
+def split_hostport(text: str) -> tuple[str, int]:
+    """``host:port`` (``[v6]:port`` too).
+
+    Raises:
+        ValueError: no port or a bad one.
+    """
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"listen address must be host:port, got {text!r}")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+def _no_delay(transport: asyncio.BaseTransport) -> None:
+    sock = transport.get_extra_info("socket")
+    if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+class _ClientProtocol(asyncio.Protocol):
+    def __init__(self, server: ProxyServer) -> None:
+        self._server = server
+        self.session: Session | None = None
+        self._broker: _BrokerProtocol | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        transport.set_write_buffer_limits(HIGH_WATER)  # type: ignore[attr-defined]
+        _no_delay(transport)
+        self.session = Session(self._server.catalog.vhost, transport,  # type: ignore[arg-type]
+                               self._server.settings.bcc_alias)
+        self._server.sessions.add(self.session)
+        asyncio.ensure_future(self._connect_broker(transport))
+
+    async def _connect_broker(self, client: asyncio.BaseTransport) -> None:
+        server = self._server
+        upstream = server.upstream
+        try:
+            _, protocol = await server.loop.create_connection(
+                lambda: _BrokerProtocol(self.session, client), upstream.host, upstream.port,
+                ssl=server.upstream_ssl,
+                server_hostname=upstream.tls.server_hostname(upstream.host)
+                if upstream.tls is not None else None)
+        except (OSError, ssl.SSLError) as exc:
+            LOG.warning("cannot reach the broker %s for a client: %s", upstream.masked(), exc)
+            client.close()  # the client sees a lost connection and tries again, as with a broker
+            return
+        self._broker = protocol  # type: ignore[assignment]
+        if self.session is not None and not client.is_closing():
+            self.session.broker_connected(protocol.transport)  # type: ignore[attr-defined]
+        else:
+            protocol.transport.close()  # type: ignore[attr-defined]
+
+    def data_received(self, data: bytes) -> None:
+        self.session.client_data(data)  # type: ignore[union-attr]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.session is not None:
+            self._server.sessions.discard(self.session)
+            self.session.close()
+
+    def pause_writing(self) -> None:
+        if self._broker is not None:
+            self._broker.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self._broker is not None and not self._broker.transport.is_closing():
+            self._broker.transport.resume_reading()
+
+
+class _BrokerProtocol(asyncio.Protocol):
+    def __init__(self, session: Session | None, client: asyncio.BaseTransport) -> None:
+        self._session = session
+        self._client = client
+        self.transport: asyncio.Transport = None  # type: ignore[assignment]
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        transport.set_write_buffer_limits(HIGH_WATER)  # type: ignore[attr-defined]
+        _no_delay(transport)
+
+    def data_received(self, data: bytes) -> None:
+        self._session.broker_data(data)  # type: ignore[union-attr]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._session is not None:
+            self._session.close()
+
+    def pause_writing(self) -> None:
+        self._client.pause_reading()  # type: ignore[attr-defined]
+
+    def resume_writing(self) -> None:
+        if not self._client.is_closing():
+            self._client.resume_reading()  # type: ignore[attr-defined]
+
+
+class ProxyServer:
+    """The listeners, the catalog and the sessions of one proxy process."""
+
+    def __init__(self, settings: ProxySettings, loop: asyncio.AbstractEventLoop) -> None:
+        self.settings = settings
+        self.loop = loop
+        self.upstream: AmqpUri = parse_uri(settings.uri)
+        self.upstream_ssl = self.upstream.tls.ssl_context() if self.upstream.tls else None
+        self.catalog = Catalog(settings.uri, settings.management_uri, loop)
+        self.sessions: set[Session] = set()
+        self._servers: list[asyncio.AbstractServer] = []
+
+    async def start(self) -> list[tuple[str, int]]:
+        """Opens the listeners; returns their addresses (port 0 picks one)."""
+        self.catalog.vhost(self.upstream.vhost)  # the usual vhost: its catalog at once
+        tls = self.settings.client_ssl_context()
+        addresses = []
+        for listen, context in [(a, None) for a in self.settings.listen] + \
+                               [(a, tls) for a in self.settings.listen_tls]:
+            host, port = split_hostport(listen)
+            server = await self.loop.create_server(
+                lambda: _ClientProtocol(self), host, port, ssl=context,
+                reuse_port=self.settings.reuse_port or None, reuse_address=True)
+            self._servers.append(server)
+            for sock in server.sockets:
+                address = sock.getsockname()[:2]
+                addresses.append(address)
+                LOG.info("listening on %s:%d%s for %s", address[0], address[1],
+                         " (TLS)" if context else "", mask_uri(self.settings.uri))
+        return addresses
+
+    def close(self) -> None:
+        for server in self._servers:
+            server.close()
+        for session in list(self.sessions):
+            session.close()
+        self.catalog.stop()
+
+
+def run(settings: ProxySettings, on_listening=None) -> None:
+    """Runs a proxy until SIGTERM/SIGINT."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    server = ProxyServer(settings, loop)
+    stop = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+
+    async def main() -> None:
+        addresses = await server.start()
+        if on_listening is not None:
+            on_listening(addresses)
+        await stop.wait()
+
+    try:
+        loop.run_until_complete(main())
+    finally:
+        server.close()
+        loop.close()

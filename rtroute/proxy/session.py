@@ -1,0 +1,474 @@
+"""One client connection through the proxy: two byte pumps and the few frames they rewrite.
+
+Client to broker, everything passes byte for byte except:
+
+- ``exchange.declare`` of type ``x-rtopic``: becomes the layout's declarations on the client's
+  own channel (so the broker checks the client's permissions and flags): ``NAME.bindings``
+  (topic, the client's flags and arguments: an ``alternate-exchange`` catches what matches
+  nothing), ``NAME`` (fanout, as the sidecar declares it, so publishers that reach the broker
+  directly still work through a sidecar, and the sidecar's own declaration is equivalent), and
+  the registration ``rtroute.rtopic`` -> ``NAME.bindings`` (see :mod:`rtroute.proxy.catalog`).
+  The broker's answers are swallowed but the last, which the client gets as its ``declare-ok``.
+  A passive declaration checks ``NAME.bindings`` and registers it. ``exchange.delete`` deletes
+  both exchanges.
+- ``queue.bind``/``unbind`` and ``exchange.bind``/``unbind`` from an x-rtopic ``NAME``: from
+  ``NAME.bindings``; the binding table learns the change when the broker confirms it.
+- ``basic.publish`` to an x-rtopic ``NAME``: held until its content header arrives, routed with
+  the core (routing key, ``CC``, the client's real ``BCC``) and sent as one publish to
+  ``NAME.bindings`` with ``BCC`` = the matched binding keys. One client publish is one broker
+  publish, so confirm sequence numbers, ``mandatory`` returns and transactions are the broker's
+  own. A match set one header frame cannot carry would need several publishes: the proxy closes
+  the channel instead (406), so no confirm can be misattributed (see the README).
+
+Broker to client: ``basic.deliver``, ``basic.get-ok`` and ``basic.return`` from ``NAME.bindings``
+name ``NAME``; the answers to injected methods are swallowed. Synchronous methods of one channel
+are answered in order and clients wait for each answer (every client library does), so the
+answers a channel expects are a queue.
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+from typing import Any, Callable
+
+from rtroute.amqp.content_header import FLAG_HEADERS, FLAGS_OFFSET, ContentHeader
+from rtroute.proxy import wire
+from rtroute.proxy.catalog import BINDINGS_SUFFIX, REGISTRY_EXCHANGE, RTopic, VhostCatalog
+from rtroute.sidecar.router import DEFAULT_FRAME_MAX
+
+__all__ = ["Session"]
+
+LOG = logging.getLogger(__name__)
+_U16, _U32 = wire.U16.unpack_from, wire.U32.unpack_from
+_CLIENT_METHODS = frozenset((
+    wire.CONNECTION_TUNE_OK, wire.CONNECTION_OPEN, wire.CHANNEL_OPEN, wire.CHANNEL_CLOSE_OK,
+    wire.EXCHANGE_DECLARE, wire.EXCHANGE_DELETE, wire.EXCHANGE_BIND, wire.EXCHANGE_UNBIND,
+    wire.QUEUE_BIND, wire.QUEUE_UNBIND, wire.BASIC_PUBLISH))
+_RENAMED = frozenset((wire.BASIC_DELIVER, wire.BASIC_GET_OK, wire.BASIC_RETURN))
+_REPLIES = {wire.EXCHANGE_BIND: wire.EXCHANGE_BIND_OK, wire.EXCHANGE_UNBIND: wire.EXCHANGE_UNBIND_OK,
+            wire.QUEUE_BIND: wire.QUEUE_BIND_OK, wire.QUEUE_UNBIND: wire.QUEUE_UNBIND_OK}
+_EMPTY_TABLE = b"\x00\x00\x00\x00"
+_NO_WAIT = 16  # exchange.declare's no-wait bit
+
+
+class _Expected:
+    """An answer a channel waits for: ``answer`` None swallows it, else the client gets
+    ``answer`` (``b""``: the broker's frame as is) and ``then()`` runs."""
+
+    __slots__ = ("answer", "method", "names", "then")
+
+    def __init__(self, method: int, answer: bytes | None = None,
+                 then: Callable[[], Any] | None = None,
+                 names: tuple[bytes, bytes] | None = None) -> None:
+        self.method = method
+        self.answer = answer
+        self.then = then
+        self.names = names  # (NAME, NAME.bindings): a refusal's text names NAME
+
+
+class Session:
+    """The pumps of one client connection.
+
+    Args:
+        catalog_of: the :class:`VhostCatalog` of a vhost (the proxy's catalog).
+        client: the client's transport.
+        bcc_alias: the sidecar's BCC alias header, honoured and stripped here too.
+    """
+
+    def __init__(self, catalog_of: Callable[[str], VhostCatalog], client: asyncio.Transport,
+                 bcc_alias: str) -> None:
+        self._catalog_of = catalog_of
+        self._client = client
+        self._broker: asyncio.Transport | None = None
+        self._bcc_alias = bcc_alias
+        self._alias_bytes = bcc_alias.encode("utf-8")
+        self.catalog: VhostCatalog | None = None
+        self._from_client = bytearray()
+        self._from_broker = bytearray()
+        self._protocol_header = False
+        self._broker_started = False
+        self._held = False
+        self._closed = False
+        self.frame_max = DEFAULT_FRAME_MAX
+        self._expected: dict[int, collections.deque[_Expected]] = {}
+        self._publishing: dict[int, tuple[RTopic, wire.Publish]] = {}
+        self._closing: dict[int, list[bool]] = {}  # channel -> [client ok, broker ok]
+        self._closed_by_broker: dict[int, asyncio.Event] = {}
+
+    # -- transports ------------------------------------------------------------------------------
+
+    def broker_connected(self, broker: asyncio.Transport) -> None:
+        self._broker = broker
+        self._pump_client()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._client.close()
+        if self._broker is not None:
+            self._broker.close()
+
+    def client_data(self, data: bytes) -> None:
+        self._from_client += data
+        if self._broker is not None:
+            self._pump_client()
+
+    def broker_data(self, data: bytes) -> None:
+        self._from_broker += data
+        self._pump_broker()
+
+    # -- client to broker ----------------------------------------------------------------------
+
+    def _hold(self, until: Callable[[], Any]) -> None:
+        """Stop reading the client until ``until()`` (a coroutine) is done, then go on."""
+        self._held = True
+        self._client.pause_reading()
+
+        async def wait() -> None:
+            try:
+                await until()
+            finally:
+                self._held = False
+                if not self._closed:
+                    self._client.resume_reading()
+                    self._pump_client()
+
+        asyncio.ensure_future(wait())
+
+    def _pump_client(self) -> None:
+        if self._held or self._closed:
+            return
+        buf = self._from_client
+        out: list[bytes] = []
+        pos = 0
+        if not self._protocol_header:
+            if len(buf) < 8:
+                return
+            out.append(bytes(buf[:8]))
+            pos = self._protocol_header = 8
+        run = pos  # start of the bytes passed on as they are
+        end = len(buf)
+        closing = self._closing
+        publishing = self._publishing
+        view = memoryview(buf)
+        try:
+            while end - pos >= 7:
+                frame_end = pos + _U32(buf, pos + 3)[0] + 8
+                if frame_end > end:
+                    break
+                kind = buf[pos]
+                channel = _U16(buf, pos + 1)[0]
+                if kind == wire.FRAME_METHOD:
+                    method = _U32(buf, pos + 7)[0]
+                    if method in _CLIENT_METHODS or channel in closing:
+                        if run < pos:
+                            out.append(view[run:pos].tobytes())
+                        run = pos
+                        payload = view[pos + 7:frame_end - 1].tobytes()
+                        if not self._client_method(channel, method, payload, out):
+                            break  # held: this frame again when the wait is over
+                        run = pos = frame_end
+                        if self._held:
+                            break
+                        continue
+                elif channel in publishing or channel in closing:
+                    if run < pos:
+                        out.append(view[run:pos].tobytes())
+                    run = frame_end
+                    if channel in closing:
+                        pass  # the rest of a refused publish
+                    elif kind == wire.FRAME_HEADER:
+                        self._route(channel, view[pos:frame_end].tobytes(), out)
+                    else:
+                        out.append(view[pos:frame_end].tobytes())
+                pos = frame_end
+            if run < pos:
+                out.append(view[run:pos].tobytes())
+        finally:
+            view.release()
+            del buf[:pos]
+        if out and self._broker is not None:
+            self._broker.write(b"".join(out))
+
+    def _client_method(self, channel: int, method: int, payload: bytes, out: list[bytes]) -> bool:
+        """Handles one method frame of the client; False: hold the stream, frame unconsumed."""
+        if channel in self._closing:
+            state = self._closing[channel]
+            if method == wire.CHANNEL_CLOSE_OK:
+                state[0] = True
+                self._closing_done(channel)
+            return True  # everything else the client sends on a closing channel is void
+        frame = wire.HEAD.pack(wire.FRAME_METHOD, channel, len(payload)) + payload + b"\xce"
+        catalog = self.catalog
+        if method == wire.BASIC_PUBLISH:
+            exchange = catalog.rtopic(wire.short(payload, 6)[0]) if catalog else None
+            if exchange is None:
+                out.append(frame)
+                return True
+            if not exchange.ready.is_set():
+                self._hold(exchange.ready.wait)
+                return False
+            self._publishing[channel] = (exchange, wire.parse_publish(payload))
+            return True
+        if method == wire.CONNECTION_OPEN:
+            vhost = wire.short(payload, 4)[0].decode("utf-8", "replace")
+            out.append(frame)
+            self.catalog = self._catalog_of(vhost)
+            if not self.catalog.ready.is_set():
+                self._broker.write(b"".join(out))  # type: ignore[union-attr]
+                out.clear()
+                self._hold(self.catalog.ready.wait)
+            return True
+        if method == wire.CONNECTION_TUNE_OK:
+            self.frame_max = _U32(payload, 6)[0] or DEFAULT_FRAME_MAX
+        elif method == wire.CHANNEL_OPEN:
+            pending = self._closed_by_broker.get(channel)
+            if pending is not None and not pending.is_set():
+                self._hold(pending.wait)
+                return False
+            self._reset(channel)
+        elif catalog is not None:
+            if method == wire.EXCHANGE_DECLARE:
+                return self._declare(channel, payload, frame, out, catalog)
+            if method == wire.EXCHANGE_DELETE:
+                return self._delete(channel, payload, frame, out, catalog)
+            if method in _REPLIES:
+                return self._bind(channel, method, payload, frame, out, catalog)
+        out.append(frame)
+        return True
+
+    def _expect(self, channel: int, *expected: _Expected) -> None:
+        self._expected.setdefault(channel, collections.deque()).extend(expected)
+
+    def _declare(self, channel: int, payload: bytes, frame: bytes, out: list[bytes],
+                 catalog: VhostCatalog) -> bool:
+        declare = wire.parse_declare(payload)
+        if declare.type != b"x-rtopic":
+            out.append(frame)
+            return True
+        name, bindings = declare.exchange, declare.exchange + BINDINGS_SUFFIX.encode()
+        bits = declare.bits & ~_NO_WAIT
+        answer = None if declare.nowait else \
+            wire.method_frame(channel, wire.EXCHANGE_DECLARE_OK, b"")
+        text = name.decode("utf-8", "replace")
+        names = (name, bindings)
+        if declare.passive:
+            out.append(wire.declare(channel, bindings, b"topic", bits))
+            self._expect(channel, _Expected(wire.EXCHANGE_DECLARE_OK, names=names))
+        else:
+            out.append(wire.declare(channel, bindings, b"topic", bits, declare.arguments))
+            out.append(wire.declare(channel, name, b"fanout", bits & ~1))
+            self._expect(channel, _Expected(wire.EXCHANGE_DECLARE_OK, names=names),
+                         _Expected(wire.EXCHANGE_DECLARE_OK, names=names))
+        out.append(wire.bind(channel, bindings, REGISTRY_EXCHANGE.encode(), name))
+        self._expect(channel, _Expected(wire.EXCHANGE_BIND_OK, answer,
+                                        lambda: catalog.learn(text), names))
+        return True
+
+    def _delete(self, channel: int, payload: bytes, frame: bytes, out: list[bytes],
+                catalog: VhostCatalog) -> bool:
+        delete = wire.parse_delete(payload)
+        exchange = catalog.rtopic(delete.exchange)
+        if exchange is None:
+            out.append(frame)
+            return True
+        names = (exchange.wire_name, exchange.wire_bindings)
+        answer = None if delete.nowait else \
+            wire.method_frame(channel, wire.EXCHANGE_DELETE_OK, b"")
+        out.append(wire.delete(channel, exchange.wire_bindings, delete.bits & 1))
+        out.append(wire.delete(channel, exchange.wire_name, 0))
+        self._expect(channel, _Expected(wire.EXCHANGE_DELETE_OK, names=names),
+                     _Expected(wire.EXCHANGE_DELETE_OK, answer,
+                               lambda: catalog.forget(exchange.name), names))
+        return True
+
+    def _bind(self, channel: int, method: int, payload: bytes, frame: bytes, out: list[bytes],
+              catalog: VhostCatalog) -> bool:
+        bind = wire.parse_bind(method, payload)
+        exchange = catalog.rtopic(bind.source)
+        if exchange is None:
+            out.append(frame)
+            return True
+        out.append(bind.frame(channel, exchange.wire_bindings))
+        destination = (bind.destination_type, bind.destination.decode("utf-8", "replace"))
+        key = bind.routing_key.decode("utf-8", "replace")
+        added = method in (wire.QUEUE_BIND, wire.EXCHANGE_BIND)
+
+        def learn() -> None:
+            catalog.bind(exchange.wire_name, destination, key, added)
+
+        if bind.nowait:
+            learn()
+        else:
+            self._expect(channel, _Expected(_REPLIES[method], b"", learn,
+                                            (exchange.wire_name, exchange.wire_bindings)))
+        return True
+
+    def _route(self, channel: int, header: bytes, out: list[bytes]) -> None:
+        """The content header of a publish to an x-rtopic exchange: route, rewrite, send."""
+        exchange, publish = self._publishing[channel]
+        if not _U16(header, 11 + 8)[0]:  # no properties at all
+            headers = None
+        elif header[FLAGS_OFFSET] & (FLAG_HEADERS >> 8):
+            edited: ContentHeader | None = ContentHeader(header)
+            headers = edited.get("headers")  # type: ignore[union-attr]
+        else:
+            headers = None
+        if headers is None:
+            edited = None
+        router = exchange.router
+        router.frame_max = self.frame_max
+        try:
+            key = publish.routing_key.decode("utf-8")
+        except UnicodeDecodeError:
+            key = None
+        decision = router.decide_many([(key, headers)])[0] if key is not None else None
+        if decision is None or decision.error is not None:
+            # as published (a CC or BCC that is no array: the broker closes the channel as it
+            # would with the plugin)
+            out.append(wire.publish(channel, exchange.wire_bindings, publish.routing_key,
+                                    publish.bits))
+            out.append(header)
+            del self._publishing[channel]
+            return
+        if len(decision.publishes) > 1:
+            self._refuse(channel, f"PRECONDITION_FAILED - rtroute proxy: the message matched "
+                                  f"more binding keys than one header frame of {self.frame_max}"
+                                  " bytes can carry", out)
+            return
+        bcc = decision.publishes[0].bcc if decision.publishes else ()
+        if bcc or (headers is not None and ("BCC" in headers or self._bcc_alias in headers)):
+            if edited is None:
+                edited = ContentHeader(header)
+            edited.drop_headers((self._bcc_alias, "BCC"))
+            if bcc:
+                edited.set_header("BCC", list(bcc))
+            header = edited.frame(channel)
+            if len(header) > self.frame_max:
+                self._refuse(channel, "PRECONDITION_FAILED - rtroute proxy: the matched binding "
+                                      f"keys do not fit in a header frame of {self.frame_max} "
+                                      "bytes", out)
+                return
+        out.append(wire.publish(channel, exchange.wire_bindings, publish.routing_key,
+                                publish.bits))
+        out.append(header)
+        del self._publishing[channel]
+
+    def _refuse(self, channel: int, text: str, out: list[bytes]) -> None:
+        """Closes ``channel`` on both sides (the publish is not sent): the client sees the
+        broker's kind of refusal; frames of either side on that channel are dropped until
+        both answered ``close-ok``, and the client's next ``channel.open`` of that number
+        waits for the broker's."""
+        del self._publishing[channel]
+        LOG.warning("channel %d: %s", channel, text)
+        self._client.write(wire.channel_close(channel, 406, text, wire.BASIC_PUBLISH))
+        out.append(wire.channel_close(channel, 200, "closed by the rtroute proxy", 0))
+        self._closing[channel] = [False, False]
+        self._closed_by_broker[channel] = asyncio.Event()
+        self._expected.pop(channel, None)
+
+    def _closing_done(self, channel: int) -> None:
+        state = self._closing[channel]
+        if state[1]:
+            self._closed_by_broker.pop(channel).set()
+        if state[0] and state[1]:
+            del self._closing[channel]
+
+    def _reset(self, channel: int) -> None:
+        self._expected.pop(channel, None)
+        self._publishing.pop(channel, None)
+
+    # -- broker to client ----------------------------------------------------------------------
+
+    def _pump_broker(self) -> None:
+        if self._closed:
+            return
+        buf = self._from_broker
+        out: list[bytes] = []
+        pos = run = 0
+        end = len(buf)
+        expected = self._expected
+        closing = self._closing
+        catalog = self.catalog
+        renames = catalog.by_bindings if catalog is not None else {}
+        view = memoryview(buf)
+        try:
+            if not self._broker_started:
+                self._broker_started = True
+                if buf.startswith(b"AMQP"):  # the broker refuses the protocol version
+                    pos = end  # passed on as is
+            while end - pos >= 7:
+                frame_end = pos + _U32(buf, pos + 3)[0] + 8
+                if frame_end > end:
+                    break
+                if buf[pos] == wire.FRAME_METHOD:
+                    channel = _U16(buf, pos + 1)[0]
+                    method = _U32(buf, pos + 7)[0]
+                    if method in _RENAMED and renames:
+                        start = wire.exchange_position(method, view[pos + 7:frame_end - 1])
+                        name_at = pos + 7 + start
+                        exchange = renames.get(bytes(buf[name_at + 1:name_at + 1 + buf[name_at]]))
+                        if exchange is not None:
+                            if run < pos:
+                                out.append(view[run:pos].tobytes())
+                            out.append(wire.rename_exchange(
+                                channel, view[pos + 7:frame_end - 1].tobytes(), start,
+                                exchange.wire_name))
+                            run = frame_end
+                    elif channel in expected or channel in closing or \
+                            method == wire.CHANNEL_CLOSE:
+                        if run < pos:
+                            out.append(view[run:pos].tobytes())
+                        run = frame_end
+                        self._broker_method(channel, method, view[pos:frame_end].tobytes(), out)
+                elif closing and _U16(buf, pos + 1)[0] in closing:
+                    if run < pos:
+                        out.append(view[run:pos].tobytes())
+                    run = frame_end
+                pos = frame_end
+            if run < pos:
+                out.append(view[run:pos].tobytes())
+        finally:
+            view.release()
+            del buf[:pos]
+        if out:
+            self._client.write(b"".join(out))
+
+    def _broker_method(self, channel: int, method: int, frame: bytes, out: list[bytes]) -> None:
+        if channel in self._closing:
+            if method == wire.CHANNEL_CLOSE_OK or method == wire.CHANNEL_CLOSE:
+                if method == wire.CHANNEL_CLOSE:  # both closed at once: answer it here
+                    self._broker.write(wire.method_frame(  # type: ignore[union-attr]
+                        channel, wire.CHANNEL_CLOSE_OK, b""))
+                self._closing[channel][1] = True
+                self._closing_done(channel)
+            return  # anything else on a channel being closed is void
+        queue = self._expected.get(channel)
+        if method == wire.CHANNEL_CLOSE:
+            names = next((e.names for e in queue or () if e.names), None)
+            self._reset(channel)
+            if names is not None:  # a refused injected method names NAME, as the plugin
+                frame = _renamed_in_close(channel, frame, names)
+            out.append(frame)
+            return
+        if queue and queue[0].method == method:
+            expected = queue.popleft()
+            if not queue:
+                del self._expected[channel]
+            if expected.answer is not None:
+                out.append(expected.answer or frame)
+            if expected.then is not None:
+                expected.then()
+            return
+        out.append(frame)
+
+
+def _renamed_in_close(channel: int, frame: bytes, names: tuple[bytes, bytes]) -> bytes:
+    """A ``channel.close`` whose text names ``'NAME.bindings'`` naming ``'NAME'``."""
+    payload = frame[7:-1]
+    text, after = wire.short(payload, 6)
+    text = text.replace(b"'" + names[1] + b"'", b"'" + names[0] + b"'")
+    return wire.method_frame(channel, wire.CHANNEL_CLOSE, payload[4:6] + wire.shortstr(text[:255])
+                             + payload[after:])

@@ -1,0 +1,226 @@
+"""The few AMQP 0-9-1 methods the proxy reads or writes, as bytes. Pure, no I/O.
+
+Frame layout: ``type (1) | channel (2) | size (4) | payload (size) | 0xCE``; a method frame's
+payload starts with its class id and method id (two ``u16``), then the fields. Only the methods
+the proxy rewrites are decoded here; field tables (``arguments``) stay raw bytes, so what the
+client sent reaches the broker unchanged.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+__all__ = [
+    "Bind",
+    "Declare",
+    "Delete",
+    "Publish",
+    "bind",
+    "channel_close",
+    "declare",
+    "delete",
+    "method_frame",
+    "parse_bind",
+    "parse_declare",
+    "parse_delete",
+    "parse_publish",
+    "rename_exchange",
+]
+
+FRAME_METHOD, FRAME_HEADER, FRAME_BODY, FRAME_HEARTBEAT = 1, 2, 3, 8
+FRAME_END = 0xCE
+HEAD = struct.Struct(">BHI")
+U16 = struct.Struct(">H")
+U32 = struct.Struct(">I")
+U64 = struct.Struct(">Q")
+METHOD_ID = struct.Struct(">HH")
+
+# (class id, method id) as the u32 they make, so that a frame's id is one unpack
+def _mid(class_id: int, method_id: int) -> int:
+    return class_id << 16 | method_id
+
+
+CONNECTION_TUNE_OK = _mid(10, 31)
+CONNECTION_OPEN = _mid(10, 40)
+CHANNEL_OPEN = _mid(20, 10)
+CHANNEL_CLOSE = _mid(20, 40)
+CHANNEL_CLOSE_OK = _mid(20, 41)
+EXCHANGE_DECLARE = _mid(40, 10)
+EXCHANGE_DECLARE_OK = _mid(40, 11)
+EXCHANGE_DELETE = _mid(40, 20)
+EXCHANGE_DELETE_OK = _mid(40, 21)
+EXCHANGE_BIND = _mid(40, 30)
+EXCHANGE_BIND_OK = _mid(40, 31)
+EXCHANGE_UNBIND = _mid(40, 40)
+EXCHANGE_UNBIND_OK = _mid(40, 51)
+QUEUE_BIND = _mid(50, 20)
+QUEUE_BIND_OK = _mid(50, 21)
+QUEUE_UNBIND = _mid(50, 50)
+QUEUE_UNBIND_OK = _mid(50, 51)
+BASIC_PUBLISH = _mid(60, 40)
+BASIC_RETURN = _mid(60, 50)
+BASIC_DELIVER = _mid(60, 60)
+BASIC_GET_OK = _mid(60, 71)
+
+
+def short(data: bytes | memoryview, pos: int) -> tuple[bytes, int]:
+    """The short string at ``pos`` (without its length octet) and the position after it."""
+    end = pos + 1 + data[pos]
+    return bytes(data[pos + 1:end]), end
+
+
+def shortstr(value: bytes) -> bytes:
+    if len(value) > 255:
+        raise ValueError(f"short string of {len(value)} bytes (at most 255)")
+    return bytes((len(value),)) + value
+
+
+def method_frame(channel: int, method: int, fields: bytes) -> bytes:
+    """A method frame: ``method`` as made by the ids above, ``fields`` encoded."""
+    payload = U32.pack(method) + fields
+    return HEAD.pack(FRAME_METHOD, channel, len(payload)) + payload + b"\xce"
+
+
+@dataclass
+class Declare:
+    """``exchange.declare``: flags bits passive 1, durable 2, auto-delete 4, internal 8,
+    no-wait 16."""
+
+    exchange: bytes
+    type: bytes
+    bits: int
+    arguments: bytes  # the encoded table, length prefix included
+
+    @property
+    def passive(self) -> bool:
+        return bool(self.bits & 1)
+
+    @property
+    def nowait(self) -> bool:
+        return bool(self.bits & 16)
+
+
+def parse_declare(payload: bytes) -> Declare:
+    """``payload``: a method frame's payload (class and method ids first)."""
+    exchange, pos = short(payload, 6)
+    kind, pos = short(payload, pos)
+    bits = payload[pos]
+    return Declare(exchange, kind, bits, bytes(payload[pos + 1:]))
+
+
+def declare(channel: int, exchange: bytes, kind: bytes, bits: int,
+            arguments: bytes = b"\x00\x00\x00\x00") -> bytes:
+    return method_frame(channel, EXCHANGE_DECLARE, b"\x00\x00" + shortstr(exchange) +
+                        shortstr(kind) + bytes((bits,)) + arguments)
+
+
+@dataclass
+class Delete:
+    """``exchange.delete``: bits if-unused 1, no-wait 2."""
+
+    exchange: bytes
+    bits: int
+
+    @property
+    def nowait(self) -> bool:
+        return bool(self.bits & 2)
+
+
+def parse_delete(payload: bytes) -> Delete:
+    exchange, pos = short(payload, 6)
+    return Delete(exchange, payload[pos])
+
+
+def delete(channel: int, exchange: bytes, bits: int) -> bytes:
+    return method_frame(channel, EXCHANGE_DELETE, b"\x00\x00" + shortstr(exchange) +
+                        bytes((bits,)))
+
+
+@dataclass
+class Bind:
+    """``queue.bind``/``queue.unbind``/``exchange.bind``/``exchange.unbind``.
+
+    ``destination`` is the queue (queue methods) or the destination exchange; ``bits`` is None
+    for ``queue.unbind``, which has no no-wait bit."""
+
+    method: int
+    destination: bytes
+    source: bytes
+    routing_key: bytes
+    bits: int | None
+    arguments: bytes
+
+    @property
+    def nowait(self) -> bool:
+        return bool(self.bits and self.bits & 1)
+
+    @property
+    def destination_type(self) -> str:
+        return "queue" if self.method in (QUEUE_BIND, QUEUE_UNBIND) else "exchange"
+
+    def frame(self, channel: int, source: bytes) -> bytes:
+        """This method with another source exchange."""
+        bits = b"" if self.bits is None else bytes((self.bits,))
+        return method_frame(channel, self.method, b"\x00\x00" + shortstr(self.destination) +
+                            shortstr(source) + shortstr(self.routing_key) + bits +
+                            self.arguments)
+
+
+def parse_bind(method: int, payload: bytes) -> Bind:
+    """Queue methods carry (queue, exchange, key), exchange methods (destination, source,
+    key): in both the destination comes first."""
+    destination, pos = short(payload, 6)
+    source, pos = short(payload, pos)
+    key, pos = short(payload, pos)
+    if method == QUEUE_UNBIND:
+        return Bind(method, destination, source, key, None, bytes(payload[pos:]))
+    return Bind(method, destination, source, key, payload[pos], bytes(payload[pos + 1:]))
+
+
+def bind(channel: int, destination: bytes, source: bytes, routing_key: bytes) -> bytes:
+    """``exchange.bind`` (waiting for bind-ok), no arguments."""
+    return method_frame(channel, EXCHANGE_BIND, b"\x00\x00" + shortstr(destination) +
+                        shortstr(source) + shortstr(routing_key) + b"\x00\x00\x00\x00\x00")
+
+
+@dataclass
+class Publish:
+    """``basic.publish``: bits mandatory 1, immediate 2."""
+
+    exchange: bytes
+    routing_key: bytes
+    bits: int
+
+
+def parse_publish(payload: bytes) -> Publish:
+    exchange, pos = short(payload, 6)
+    key, pos = short(payload, pos)
+    return Publish(exchange, key, payload[pos])
+
+
+def publish(channel: int, exchange: bytes, routing_key: bytes, bits: int) -> bytes:
+    return method_frame(channel, BASIC_PUBLISH, b"\x00\x00" + shortstr(exchange) +
+                        shortstr(routing_key) + bytes((bits,)))
+
+
+def channel_close(channel: int, code: int, text: str, failing_method: int) -> bytes:
+    """``channel.close`` naming the method that failed."""
+    return method_frame(channel, CHANNEL_CLOSE, U16.pack(code) +
+                        shortstr(text.encode("utf-8")[:255]) + U32.pack(failing_method))
+
+
+def exchange_position(method: int, payload: bytes) -> int:
+    """Where the exchange short string of a ``basic.deliver``/``get-ok``/``return`` payload
+    starts."""
+    if method == BASIC_DELIVER:
+        return 4 + 1 + payload[4] + 8 + 1  # consumer tag, delivery tag, redelivered
+    if method == BASIC_GET_OK:
+        return 4 + 8 + 1
+    return 4 + 2 + 1 + payload[6]  # basic.return: reply code, reply text
+
+
+def rename_exchange(channel: int, payload: bytes, start: int, name: bytes) -> bytes:
+    """The method frame of ``payload`` with the exchange short string at ``start`` replaced."""
+    end = start + 1 + payload[start]
+    body = b"".join((payload[:start], bytes((len(name),)), name, payload[end:]))
+    return HEAD.pack(FRAME_METHOD, channel, len(body)) + body + b"\xce"

@@ -1,0 +1,91 @@
+"""A proxy killed with -9 loses nothing it confirmed: the client reconnects (as to a broker) and
+publishes again what was not confirmed. Several proxies serve one broker (SO_REUSEPORT)."""
+from __future__ import annotations
+
+import threading
+
+import pika
+import pika.exceptions
+import pytest
+
+from ..conftest import wait_for
+
+pytestmark = pytest.mark.broker
+TOTAL = 2000
+
+
+def test_kill_9_mid_stream_loses_nothing_confirmed(proxies, exchange_name, broker_uri):
+    proxy = proxies()
+    queue = f"{exchange_name}.durable"
+    direct = pika.BlockingConnection(pika.URLParameters(broker_uri))
+    try:
+        conn = pika.BlockingConnection(pika.URLParameters(proxy.uri))
+        ch = conn.channel()
+        ch.exchange_declare(exchange_name, "x-rtopic", durable=True)
+        ch.queue_declare(queue, durable=True)
+        ch.queue_bind(queue, exchange_name, "orders.eu.created")
+        ch.confirm_delivery()
+        confirmed: list[int] = []
+        killed = threading.Event()
+
+        def killer() -> None:
+            wait_for(lambda: len(confirmed) >= 300, timeout=120)
+            proxy.kill()
+            killed.set()
+
+        threading.Thread(target=killer, daemon=True).start()
+        i = 0
+        lost_connection = False
+        while i < TOTAL:
+            try:
+                ch.basic_publish(exchange_name, "orders.*.created", str(i).encode(),
+                                 pika.BasicProperties(delivery_mode=2))
+            except (pika.exceptions.AMQPError, OSError):
+                lost_connection = True
+                killed.wait(30)
+                again = proxies(port=proxy.port)  # the same port: clients reconnect as is
+                conn = pika.BlockingConnection(pika.URLParameters(again.uri))
+                ch = conn.channel()
+                ch.exchange_declare(exchange_name, "x-rtopic", durable=True)
+                ch.confirm_delivery()
+                continue  # i was not confirmed: publish it again
+            confirmed.append(i)
+            i += 1
+        conn.close()
+        assert lost_connection
+        ch = direct.channel()
+        seen = set()
+        while True:
+            method, _props, body = ch.basic_get(queue, auto_ack=True)
+            if method is None:
+                break
+            seen.add(int(body))
+        assert set(confirmed) <= seen
+    finally:
+        direct.channel().queue_delete(queue)
+        direct.close()
+
+
+def test_an_exchange_declared_through_one_proxy_is_routed_by_another(proxies, exchange_name):
+    first = proxies("--reuse-port")
+    second = proxies("--reuse-port", port=first.port)  # SO_REUSEPORT: both serve the port
+    other = proxies()                                  # and a port of its own
+    one = pika.BlockingConnection(pika.URLParameters(first.uri))
+    two = pika.BlockingConnection(pika.URLParameters(other.uri))
+    try:
+        ch = one.channel()
+        ch.exchange_declare(exchange_name, "x-rtopic")
+        queue = ch.queue_declare("", exclusive=True).method.queue
+        ch.queue_bind(queue, exchange_name, "a.b.c")
+        ch2 = two.channel()
+        ch2.confirm_delivery()
+
+        def routed() -> bool:  # the registry reaches the other process through the broker
+            ch2.basic_publish(exchange_name, "a.*.c", b"x")
+            return ch.queue_declare(queue, passive=True).method.message_count > 0
+
+        wait_for(routed, timeout=15, interval=0.2)
+        assert second.proc.poll() is None
+    finally:
+        one.close()
+        two.close()
