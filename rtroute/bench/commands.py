@@ -182,6 +182,34 @@ def bench_publish(uri: str, management_uri: str | None, plugin_uri: str | None, 
           extra=extra)
 
 
+@bench.command("proxy")
+@uri_option
+@click.option("--management-uri", default=None, envvar="RTROUTE_MANAGEMENT_URI",
+              show_envvar=True, help="The broker's management API [default: derived].")
+@click.option("--plugin-uri", default=None, envvar="RTROUTE_PLUGIN_URI", show_envvar=True,
+              help="A broker with the x-rtopic plugin: adds its column (same shapes).")
+@click.option("--repeat", default=3, show_default=True, type=click.IntRange(1, 50),
+              help="Runs per shape (the paths alternate); the table shows medians.")
+@click.option("--scale", default=1.0, show_default=True, type=click.FloatRange(0.001, 100),
+              help="Multiply the message counts (0.1 for a quick look).")
+@click.option("--bindings", default=10_000, show_default=True, type=click.IntRange(100),
+              help="Bindings per shape (the matched ones included).")
+@json_option
+def bench_proxy(uri: str, management_uri: str | None, plugin_uri: str | None, repeat: int,
+                scale: float, bindings: int, json_path: str | None) -> None:
+    """Publishing through `rtroute proxy` to x-rtopic vs straight to a native topic exchange
+    (and the plugin): 10k bindings; 1 and 10 queues/msg."""
+    import dataclasses
+
+    from rtroute.bench.proxy import SHAPES, json_rows, run
+
+    shapes = [dataclasses.replace(s, messages=max(100, int(s.messages * scale))) for s in SHAPES]
+    rows = run(uri, shapes, echo=click.echo, repeat=repeat, management_uri=management_uri,
+               plugin_uri=plugin_uri, bindings=bindings)
+    _save(json_path, "proxy", {"repeat": repeat, "scale": scale, "bindings": bindings,
+                               "plugin": plugin_uri is not None}, json_rows(rows), uri=uri)
+
+
 @bench.command("chart")
 @click.argument("reports", nargs=-1, required=True,
                 type=click.Path(exists=True, dir_okay=False))

@@ -38,7 +38,7 @@ BINDINGS_SUFFIX = ".bindings"
 class RTopic:
     """One x-rtopic exchange as a proxy knows it (loop thread)."""
 
-    __slots__ = ("name", "ready", "router", "wire_bindings", "wire_name")
+    __slots__ = ("name", "ready", "rewritten", "router", "wire_bindings", "wire_name")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -46,6 +46,16 @@ class RTopic:
         self.wire_bindings = (name + BINDINGS_SUFFIX).encode("utf-8")
         self.router = ExchangeRouter(name, "rtopic")
         self.ready = asyncio.Event()
+        # (routing key, content header past its channel) -> the publish frame's rewritten
+        # pair, for messages without headers; emptied by every binding change
+        self.rewritten: dict[tuple[bytes, bytes], tuple[bytes, bytes]] = {}
+
+    def bind(self, destination: tuple[str, str], key: str, added: bool) -> None:
+        self.rewritten.clear()
+        if added:
+            self.router.bind(destination, key)
+        else:
+            self.router.unbind(destination, key)
 
 
 class VhostCatalog:
@@ -121,19 +131,13 @@ class VhostCatalog:
         (the watcher's own report of it later changes nothing)."""
         exchange = self.exchanges.get(name)
         if exchange is not None:
-            if added:
-                exchange.router.bind(destination, key)
-            else:
-                exchange.router.unbind(destination, key)
+            exchange.bind(destination, key, added)
 
     def _apply(self, name: str, binding: Binding, added: bool) -> None:
         exchange = self.exchanges.get(name.encode("utf-8"))
         if exchange is not None:
-            destination = (binding.destination_type, binding.destination)
-            if added:
-                exchange.router.bind(destination, binding.binding_key)
-            else:
-                exchange.router.unbind(destination, binding.binding_key)
+            exchange.bind((binding.destination_type, binding.destination),
+                          binding.binding_key, added)
 
     def _set_ready(self, name: str) -> None:
         exchange = self.exchanges.get(name.encode("utf-8"))

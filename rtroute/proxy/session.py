@@ -309,6 +309,17 @@ class Session:
     def _route(self, channel: int, header: bytes, out: list[bytes]) -> None:
         """The content header of a publish to an x-rtopic exchange: route, rewrite, send."""
         exchange, publish = self._publishing[channel]
+        plain = not header[FLAGS_OFFSET] & (FLAG_HEADERS >> 8)
+        if plain:  # no headers: the same key and properties are rewritten alike
+            cache_key = (publish.routing_key, header[3:])
+            cached = exchange.rewritten.get(cache_key)
+            if cached is not None and self.frame_max >= len(cached[1]) + 8:
+                method, payload = cached
+                out.append(wire.HEAD.pack(wire.FRAME_METHOD, channel, len(method)) + method +
+                           b"\xce")
+                out.append(header[:1] + wire.U16.pack(channel) + payload)
+                del self._publishing[channel]
+                return
         if not _U16(header, 11 + 8)[0]:  # no properties at all
             headers = None
         elif header[FLAGS_OFFSET] & (FLAG_HEADERS >> 8):
@@ -351,10 +362,14 @@ class Session:
                                       f"keys do not fit in a header frame of {self.frame_max} "
                                       "bytes", out)
                 return
-        out.append(wire.publish(channel, exchange.wire_bindings, publish.routing_key,
-                                publish.bits))
+        method = wire.publish(channel, exchange.wire_bindings, publish.routing_key, publish.bits)
+        out.append(method)
         out.append(header)
         del self._publishing[channel]
+        if plain:
+            if len(exchange.rewritten) >= 4096:
+                exchange.rewritten.clear()
+            exchange.rewritten[cache_key] = (method[7:-1], header[3:])
 
     def _refuse(self, channel: int, text: str, out: list[bytes]) -> None:
         """Closes ``channel`` on both sides (the publish is not sent): the client sees the

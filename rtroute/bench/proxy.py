@@ -1,0 +1,144 @@
+"""`rtroute bench proxy`: publishing through ``rtroute proxy`` to an x-rtopic exchange against
+publishing straight to a native topic exchange, in one run (and the x-rtopic plugin's figure on
+its own broker with ``--plugin-uri``).
+
+The same publisher (:func:`rtroute.amqp.publish`, pika with a confirm window of 2,000) sends
+100-byte messages; each path is timed from the first publish until the queues hold every copy.
+The bindings are those of ``rtroute bench publish`` (10,000 by default, the matched ones
+included); the rtopic path binds plain keys and publishes the wildcard key, the native path
+binds the wildcard key and publishes a literal one. The proxy runs as its own ``rtroute proxy``
+process on a free port.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from typing import Any, Callable
+
+from rtroute.amqp import connect_blocking, publish
+from rtroute.amqp.uri import parse_uri
+from rtroute.bench.publish import BINDINGS, Shape, _pika_path, _Setup
+from rtroute.netaddr import free_port
+
+DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
+SHAPES = [
+    Shape("1 queue/msg, *.app1.mod1.t0", 1, 20_000, "*.app1.mod1.t0", "*.app1.mod1.t0"),
+    Shape("1 queue/msg, literal key", 1, 20_000, "hit.app1.mod1.t0", "hit.app1.mod1.t0"),
+    Shape("10 queues/msg, hit.app1.mod1.*", 10, 5_000, "hit.app1.mod1.*", "hit.app1.mod1.*"),
+]
+
+
+def proxy_uri(uri: str, port: int) -> str:
+    """``uri`` (credentials, vhost, query) with the proxy's host and port."""
+    parsed = parse_uri(uri)
+    scheme, rest = uri.split("://", 1)
+    authority, sep, tail = rest.partition("/")
+    userinfo = authority.rpartition("@")[0]
+    userinfo = f"{userinfo}@" if userinfo else ""
+    del parsed
+    return f"amqp://{userinfo}127.0.0.1:{port}{sep}{tail}" if scheme == "amqp" else \
+        f"amqp://{userinfo}127.0.0.1:{port}/{tail}"
+
+
+def start_proxy(uri: str, management_uri: str | None) -> tuple[subprocess.Popen, int]:
+    port = free_port()
+    env = dict(os.environ, RTROUTE_URI=uri)  # not in argv, where ps shows it
+    if management_uri:
+        env["RTROUTE_MANAGEMENT_URI"] = management_uri
+    proc = subprocess.Popen([sys.executable, "-m", "rtroute.cli", "proxy", "--listen",
+                             f"127.0.0.1:{port}", "--log-level", "WARNING"], env=env)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            connect_blocking(proxy_uri(uri, port)).close()
+            return proc, port
+        except Exception:  # noqa: BLE001 - any failure to connect: not up yet
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                raise RuntimeError("rtroute proxy did not come up") from None
+            time.sleep(0.2)
+
+
+def run_shape(uri: str, shape: Shape, proxied: str, echo: Callable[[str], None],
+              repeat: int, plugin_uri: str | None, bindings: int) -> dict:
+    """One shape, each path ``repeat`` times (alternating); returns the median rates."""
+    conn = connect_blocking(uri)
+    channel = conn.channel()
+    plugin_conn = connect_blocking(plugin_uri) if plugin_uri else None
+    plugin_channel = plugin_conn.channel() if plugin_conn else None
+    setup = _Setup(channel, shape, uuid.uuid4().hex[:6], plugin_channel, bindings)
+    rates: dict[str, list[float]] = {"native": [], "proxy": []}
+    if plugin_channel is not None:
+        rates["plugin"] = []
+    try:
+        through = connect_blocking(proxied)  # NAME as x-rtopic, through the proxy
+        through.channel().exchange_declare(setup.name, "x-rtopic", durable=True)
+        through.close()
+        # the first publish waits until the proxy has listed the bindings
+        publish(proxied, setup.name, "warm.up", 1, 10, echo=lambda *_: None)
+        for run_number in range(1, repeat + 1):
+            setup.purge(channel)
+            rates["native"].append(_pika_path(uri, setup.native, shape.topic_key, shape,
+                                              channel, setup.queues))
+            setup.purge(channel)
+            rates["proxy"].append(_pika_path(proxied, setup.name, shape.rtopic_key, shape,
+                                             channel, setup.queues))
+            if plugin_channel is not None:
+                for queue in setup.plugin_queues:
+                    plugin_channel.queue_purge(queue)
+                rates["plugin"].append(_pika_path(plugin_uri, setup.name, shape.rtopic_key,
+                                                  shape, plugin_channel, setup.plugin_queues))
+            echo(f"  {shape.label}, run {run_number}/{repeat}: " + ", ".join(
+                f"{path} {values[-1]:,.0f}" for path, values in rates.items()) + " msg/s")
+    finally:
+        if not channel.is_open:
+            channel = conn.channel()
+        setup.remove(channel, plugin_channel)
+        conn.close()
+        if plugin_conn is not None:
+            plugin_conn.close()
+    medians = {path: statistics.median(values) for path, values in rates.items()}
+    return {"scenario": shape.label, "messages": shape.messages,
+            "queues_per_message": shape.matched, "bindings": bindings,
+            **{f"{path}_msgs_per_s": rate for path, rate in medians.items()},
+            "proxy_vs_native": medians["proxy"] / medians["native"],
+            "runs": [{path: values[i] for path, values in rates.items()}
+                     for i in range(repeat)]}
+
+
+def run(uri: str = DEFAULT_URI, shapes: list[Shape] = SHAPES, echo: Callable[[str], Any] = print,
+        repeat: int = 3, management_uri: str | None = None, plugin_uri: str | None = None,
+        bindings: int = BINDINGS) -> list[dict]:
+    """Runs every shape through one proxy process; prints progress and a table of medians."""
+    echo(f"rtroute proxy vs native topic exchange ({bindings:,} bindings, 100-byte messages, "
+         f"median of {repeat} runs)")
+    proc, port = start_proxy(uri, management_uri)
+    try:
+        rows = [run_shape(uri, s, proxy_uri(uri, port), echo, repeat, plugin_uri, bindings)
+                for s in shapes]
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    paths = [p for p in ("native", "proxy", "plugin") if f"{p}_msgs_per_s" in rows[0]]
+    titles = {"native": "topic exchange", "proxy": "rtroute proxy",
+              "plugin": "x-rtopic plugin (own node)"}
+    echo("")
+    echo("| scenario | " + " | ".join(f"{titles[p]} msg/s" for p in paths) +
+         " | proxy / topic exchange |")
+    echo("|---|" + "---:|" * (len(paths) + 1))
+    for r in rows:
+        echo(f"| {r['scenario']} | " + " | ".join(f"{r[f'{p}_msgs_per_s']:,.0f}" for p in paths)
+             + f" | {r['proxy_vs_native']:.2f} |")
+    return rows
+
+
+def json_rows(rows: list[dict]) -> list[dict]:
+    """The report rows: the proxy against the native topic exchange."""
+    return [{"name": "rtroute proxy", "value": r["proxy_msgs_per_s"], "unit": "msg/s",
+             "baseline": "native topic exchange", "baseline_value": r["native_msgs_per_s"],
+             "ratio": r["proxy_vs_native"], "ratio_means": "rtroute / baseline",
+             **{k: v for k, v in r.items() if k != "runs"}} for r in rows]
