@@ -1,0 +1,36 @@
+"""[proxy] in rtroute.toml: read with the broker's URI, errors with file:line."""
+from __future__ import annotations
+
+import pytest
+
+from rtroute.config import loads
+from rtroute.config_lines import ConfigError
+from rtroute.proxy.config import loads_proxy_settings
+
+
+def test_the_proxy_table_is_read_with_the_broker_uri():
+    settings = loads_proxy_settings(
+        '[broker]\nuri = "amqp://u:p@h:5672/v"\n[proxy]\nlisten = ["127.0.0.1:5680"]\n'
+        'reuse_port = true\n')
+    assert settings.uri == "amqp://u:p@h:5672/v"
+    assert settings.listen == ["127.0.0.1:5680"] and settings.reuse_port
+
+
+def test_a_bad_listen_address_names_its_line():
+    with pytest.raises(ConfigError) as raised:
+        loads_proxy_settings('[proxy]\nreuse_port = false\nlisten = ["nowhere"]\n', "r.toml")
+    assert str(raised.value).startswith("r.toml:3:")
+
+
+def test_an_unknown_key_gets_a_suggestion():
+    with pytest.raises(ConfigError, match="reuse_port"):
+        loads_proxy_settings('[proxy]\nreuse_prot = true\n')
+
+
+def test_tls_listeners_need_a_certificate():
+    with pytest.raises(ConfigError, match="certfile"):
+        loads_proxy_settings('[proxy]\nlisten_tls = "0.0.0.0:5681"\n')
+
+
+def test_the_sidecar_config_accepts_a_proxy_table():
+    loads('[proxy]\nlisten = "127.0.0.1:5680"\n')
