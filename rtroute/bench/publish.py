@@ -174,9 +174,11 @@ def run_shape(uri: str, shape: Shape, echo: Callable[[str], None], repeat: int =
     from rtroute.publisher import RTopicPublisher
 
     tag = uuid.uuid4().hex[:6]
-    conn = connect_blocking(uri)
+    # no heartbeats: each of these connections idles while the other's 10k bindings are made
+    conn = connect_blocking(uri, "rtroute bench publish", heartbeat=0)
     channel = conn.channel()
-    plugin_conn = connect_blocking(plugin_uri) if plugin_uri else None
+    plugin_conn = connect_blocking(plugin_uri, "rtroute bench publish", heartbeat=0) \
+        if plugin_uri else None
     plugin_channel = plugin_conn.channel() if plugin_conn else None
     setup = _Setup(channel, shape, tag, plugin_channel, bindings)
     proc = None
