@@ -66,16 +66,16 @@ def start_proxy(uri: str, management_uri: str | None) -> tuple[subprocess.Popen,
 def run_shape(uri: str, shape: Shape, proxied: str, echo: Callable[[str], None],
               repeat: int, plugin_uri: str | None, bindings: int) -> dict:
     """One shape, each path ``repeat`` times (alternating); returns the median rates."""
-    conn = connect_blocking(uri)
+    conn = connect_blocking(uri, "rtroute bench proxy", heartbeat=0)
     channel = conn.channel()
-    plugin_conn = connect_blocking(plugin_uri) if plugin_uri else None
+    plugin_conn = connect_blocking(plugin_uri, "rtroute bench proxy", heartbeat=0) if plugin_uri else None
     plugin_channel = plugin_conn.channel() if plugin_conn else None
     setup = _Setup(channel, shape, uuid.uuid4().hex[:6], plugin_channel, bindings)
     rates: dict[str, list[float]] = {"native": [], "proxy": []}
     if plugin_channel is not None:
         rates["plugin"] = []
     try:
-        through = connect_blocking(proxied)  # NAME as x-rtopic, through the proxy
+        through = connect_blocking(proxied, heartbeat=0)  # NAME as x-rtopic, through the proxy
         through.channel().exchange_declare(setup.name, "x-rtopic", durable=True)
         through.close()
         # the first publish waits until the proxy has listed the bindings
