@@ -5,6 +5,8 @@ Public API:
 - :func:`parse_uri`, :func:`mask_uri`, :class:`AmqpUri` -- RabbitMQ URIs to pika parameters.
 - :class:`ConfirmWindow`, :class:`PublishFuture`, :class:`Outcome` -- windowed publisher confirms
   with futures or callbacks (ACKED, NACKED, RETURNED, FAILED).
+- :class:`Settler`, :class:`Delivery` -- a consumer's acks in delivery-tag order, one
+  ``multiple`` ack per ioloop turn, each delivery held until its publishes are confirmed.
 - :class:`ReconnectingConnection`, :func:`connect_blocking`, :class:`Backoff` -- connections.
 - :func:`declare`, :func:`declare_async`, :func:`parse_declarations` -- declarations as data.
 - :class:`ManagementClient` -- the management HTTP API.
@@ -23,6 +25,7 @@ from rtroute.amqp.connection import Backoff, ReconnectingConnection, connect_blo
 from rtroute.amqp.declarations import Declaration, declare, declare_async, parse_declarations
 from rtroute.amqp.management import BindingInfo, ManagementClient, ManagementError, NotFound
 from rtroute.amqp.publish_tool import publish
+from rtroute.amqp.settle import Delivery, Settler
 from rtroute.amqp.uri import (
     AmqpUri,
     TlsOptions,
@@ -40,12 +43,14 @@ __all__ = [
     "BindingWatcher",
     "ConfirmWindow",
     "Declaration",
+    "Delivery",
     "ManagementClient",
     "ManagementError",
     "NotFound",
     "Outcome",
     "PublishFuture",
     "ReconnectingConnection",
+    "Settler",
     "TlsOptions",
     "WatcherState",
     "WindowClosed",

@@ -98,7 +98,7 @@ class PublishFuture:
         delivery_tag: int,
         exchange: str,
         routing_key: str,
-        body: bytes | None,
+        body: bytes | Callable[[], bytes] | None,
         mandatory: bool,
         callback: Callable[[PublishFuture], Any] | None,
         context: Any,
@@ -353,9 +353,9 @@ class ConfirmWindow:
         self,
         exchange: str,
         routing_key: str,
-        data: bytes,
+        data: bytes | list[bytes],
         frame_count: int,
-        body: bytes | None = None,
+        body: bytes | Callable[[], bytes] | None = None,
         mandatory: bool = False,
         callback: Callable[[PublishFuture], Any] | None = None,
         context: Any = None,
@@ -365,8 +365,10 @@ class ConfirmWindow:
         ``data`` is a ``basic.publish`` method frame for this channel (see
         :func:`rtroute.amqp.frames.publish_frame`) with ``exchange``, ``routing_key`` and
         ``mandatory``, followed by the content header and body frames of the message, for this
-        channel and within the connection's ``frame_max``; ``frame_count`` frames in all.
-        ``body`` (needed when ``mandatory``) is what a ``basic.return`` is matched against.
+        channel and within the connection's ``frame_max``; ``frame_count`` frames in all, as
+        one ``bytes`` or as a list of frames. ``body`` (needed when ``mandatory``) is what a
+        ``basic.return`` is matched against: the bytes, or a function that makes them (called
+        only when a return has to be matched).
         SelectConnection only; otherwise as :meth:`publish`.
 
         The frames are written with the next :meth:`flush_frames`, which the window calls
@@ -388,7 +390,10 @@ class ConfirmWindow:
         if not channel.is_open or connection.is_closing or connection.is_closed:
             raise pika.exceptions.ChannelWrongStateError("channel is closing or closed")
         future = self._track(exchange, routing_key, body, mandatory, callback, context)
-        self._frames.append(data)
+        if type(data) is list:
+            self._frames.extend(data)
+        else:
+            self._frames.append(data)
         self._frame_count += frame_count
         if not self._flush_scheduled:
             self._flush_scheduled = True
@@ -477,7 +482,7 @@ class ConfirmWindow:
                 future.outcome is None
                 and future.routing_key == method.routing_key
                 and future.exchange == method.exchange
-                and future._body == body
+                and _body_of(future) == body
             ):
                 # publishes skipped on the way are not returned: later returns are for later
                 # publishes, so they can leave the queue too
@@ -514,7 +519,8 @@ class ConfirmWindow:
         if self._closed_reason is not None:
             raise WindowClosed(self._closed_reason)
 
-    def _track(self, exchange: str, routing_key: str, body: bytes | None, mandatory: bool,
+    def _track(self, exchange: str, routing_key: str,
+               body: bytes | Callable[[], bytes] | None, mandatory: bool,
                callback: Callable[[PublishFuture], Any] | None, context: Any
                ) -> PublishFuture:
         """Gives the next publish its sequence number (and its place among the mandatory
@@ -596,3 +602,9 @@ class ConfirmWindow:
                     self._condition.wait(remaining)
             finally:
                 self._waiters -= 1
+
+
+def _body_of(future: PublishFuture) -> bytes | None:
+    """The body a mandatory publish is matched against (made now if given as a function)."""
+    body = future._body
+    return body() if callable(body) else body

@@ -69,8 +69,16 @@ from pika.adapters.select_connection import IOLoop
 
 from rtroute.amqp import ManagementClient, ManagementError, declare_async, frames, parse_uri
 from rtroute.amqp.broker_identity import identity_from_server_properties
+from rtroute.amqp.confirm_window import (
+    ConfirmWindow,
+    Outcome,
+    PublishFuture,
+    WindowClosed,
+    WindowFull,
+)
 from rtroute.amqp.content_header import ContentHeader, decode_properties
 from rtroute.amqp.field_table import FieldTable, Int64
+from rtroute.amqp.settle import Delivery, Settler
 from rtroute.amqp.uri import AmqpUri
 from rtroute.shovel.config import ShovelConfig
 from rtroute.shovel.status import ShovelState, ShovelStatus, scrub, uri_without_credentials
@@ -142,22 +150,19 @@ def forward_header_table(
     return table
 
 
-class _Entry:
+class _Entry(Delivery):
     """One source delivery on its way: where it was published and its content frames as
-    received (see :mod:`rtroute.amqp.frames`)."""
+    received (see :mod:`rtroute.amqp.frames`). ``parked`` (see
+    :class:`~rtroute.amqp.settle.Settler`) while it waits for a retry or a requeue."""
 
-    __slots__ = ("attempts", "done", "exchange", "parts", "returned", "routing_key", "stuck",
-                 "tag")
+    __slots__ = ("attempts", "exchange", "parts", "routing_key")
 
     def __init__(self, tag: int, exchange: bytes, routing_key: bytes, parts: list) -> None:
-        self.tag = tag
+        super().__init__(tag)
         self.exchange = exchange        # short strings, length octet included
         self.routing_key = routing_key
         self.parts = parts              # header frame, body frames
-        self.done = False   # settled towards the source (or about to be, by a multiple ack)
-        self.stuck = False  # waiting for a retry or a requeue: later acks must not wait for it
         self.attempts = 0
-        self.returned: tuple[int, str] | None = None
 
 
 class _Filter:
@@ -428,10 +433,9 @@ class _Session:
         self.reading = True
         self.pause_reasons: set[str] = set()
         self.pending: collections.deque[_Entry] = collections.deque()
-        self.inflight: collections.deque[_Entry] = collections.deque()
-        self.deferred: list[int] = []
-        self.deferred_max = 0
-        self.flush_scheduled = False
+        # acks to the source in delivery order (the source channel once open)
+        self.settler = Settler(self.ioloop, on_error=self._settling_failed,
+                               after_acks=self._after_acks)
         self.held: list[_Entry] = []
         self.hold_timer: Any = None
         # refused messages (and ones to dead-letter without a dead-letter exchange) wait here
@@ -452,13 +456,10 @@ class _Session:
         self.declaring: dict[str, str] = {}
         self.naming: set[str] = set()   # roles awaiting the name of a server-named queue
         self.timers: dict[int, Any] = {}
-        # publisher confirms (on_confirm): sequence number -> entry
-        self.unconfirmed: dict[int, _Entry] = {}
-        self.next_seq = 1
-        self.low_seq = 1
-        self.return_seq = 0
+        # publisher confirms and returns (on_confirm), once the destination channel is open
+        self.confirm_window: ConfirmWindow | None = None
         # the prefetch window bounds the publishes awaiting a confirm; without one, this does
-        self.window = cfg.prefetch_count + 1 if cfg.prefetch_count else UNLIMITED_WINDOW
+        self.window_size = cfg.prefetch_count + 1 if cfg.prefetch_count else UNLIMITED_WINDOW
         self.ack_mode = cfg.ack_mode
         self.filter = worker.filter
         self.confirms = cfg.ack_mode == "on_confirm"
@@ -482,6 +483,8 @@ class _Session:
                 else cfg.publish_fields.get("routing_key")
         self.fixed_exchange = frames.shortstr(exchange) if exchange is not None else None
         self.fixed_key = frames.shortstr(key) if key is not None else None
+        self.fixed_exchange_text = exchange or ""
+        self.fixed_key_text = key or ""
         self.method_frames: frames.PublishFrames | None = None  # once the channel is open
         self.out: list[bytes] = []          # frames to write at the end of this ioloop turn
         self.dst_channel = 0
@@ -605,6 +608,7 @@ class _Session:
 
     def _source_open(self, connection: Any, channel: Any) -> None:
         self.src_ch = channel
+        self.settler.reset(channel)
         if self.w.shovelled_by is None:
             props = getattr(connection, "server_properties", None) or {}
             name = props.get("cluster_name")
@@ -665,18 +669,16 @@ class _Session:
                       self._dest_declared)
 
     def _dest_declared(self, _last_queue: str | None) -> None:
-        self.dst_ch.add_on_return_callback(self._on_return)
-        if self.confirms:
-            def confirming(_frame: Any) -> None:
-                self.readers["destination"].intercept_confirms(self.dst_ch.channel_number,
-                                                               self._on_confirm)
-                self._dest_ready()
-
-            # pika's own confirm callback never runs: the frame reader takes acks and nacks
-            self.dst_ch.confirm_delivery(self._on_unexpected_confirm,
-                                         callback=self._alive(confirming))
-        else:
+        if not self.confirms:
+            self.dst_ch.add_on_return_callback(self._on_unconfirmed_return)
             self._dest_ready()
+            return
+        window = ConfirmWindow(self.dst_ch, window=self.window_size,
+                               low_watermark=self.window_size // 2,
+                               on_writable=lambda: self.resume("window"))
+        window.read_confirms_from(self.readers["destination"])
+        self.confirm_window = window
+        window.start(on_ready=self._alive(self._dest_ready))
 
     def _dest_ready(self) -> None:
         self.dst_ready = True
@@ -893,19 +895,19 @@ class _Session:
             if self.take_budget is not None:
                 if self.take_budget <= 0 or self.draining:
                     # beyond src-delete-after: give it back untouched
-                    self.src_ch.basic_nack(tag, multiple=False, requeue=True)
+                    self.settler.nack(entry, requeue=True)
                     return
                 self.take_budget -= 1
-            self.inflight.append(entry)
+            self.settler.track(entry)
             if self.filter is not None and not self.filter.matches(entry):
                 self.counters["filtered"] += 1
                 if self.filter.leave:
                     self._hold(entry)
                 else:
-                    self._complete(entry)
+                    self.settler.ack(entry)
                 return
             if self.ack_mode == "no_ack":
-                self._complete(entry)  # acknowledged on receipt: no_ack with a limit
+                self.settler.ack(entry)  # acknowledged on receipt: no_ack with a limit
         elif self.filter is not None and not self.filter.matches(entry):
             self.counters["filtered"] += 1
             return
@@ -949,6 +951,26 @@ class _Session:
         method = self.method_frames.get(exchange, key)  # type: ignore[union-attr]
         parts = entry.parts if self.same_framing \
             else frames.rechannel(entry.parts, self.dst_channel, self.frame_max)
+        window = self.confirm_window
+        if window is not None:
+            try:
+                window.publish_frames(
+                    self.fixed_exchange_text if self.fixed_exchange is not None
+                    else exchange[1:].decode("utf-8", "replace"),
+                    self.fixed_key_text if self.fixed_key is not None
+                    else key[1:].decode("utf-8", "replace"),
+                    [method, *parts], len(parts) + 1,
+                    body=lambda: frames.body_of(entry.parts), mandatory=True,
+                    callback=self._on_published, context=entry)
+            except (WindowClosed, pika.exceptions.ChannelWrongStateError):
+                return  # the session is ending; the source requeues the message
+            except WindowFull:  # not reached: the shovel pauses on a full window
+                self.pending.appendleft(entry)
+                self.pause("window")
+                return
+            if not window.has_room:
+                self.pause("window")
+            return
         connection = self.dst_conn
         if connection.is_closing or connection.is_closed:
             return  # the session is ending; the source requeues the message
@@ -957,71 +979,39 @@ class _Session:
             self.ioloop.call_later(0, self._send_out)
         out.append(method)
         out.extend(parts)
-        if self.confirms:
-            seq = self.next_seq
-            self.next_seq = seq + 1
-            self.unconfirmed[seq] = entry
-            if len(self.unconfirmed) >= self.window:
-                self.pause("window")
-            return
         self.counters["moved"] += 1
         if self.ack_on_publish:
-            self._complete(entry)
+            self.settler.ack(entry)
 
     def _send_out(self) -> None:
-        """Write the publishes of this ioloop turn to the destination in one piece."""
+        """Write the publishes of this ioloop turn to the destination in one piece (without
+        confirms; with them, :meth:`ConfirmWindow.flush_frames` does it)."""
         out, self.out = self.out, []
         connection = self.dst_conn
         if not out or not self.alive or connection.is_closing or connection.is_closed:
             return
         frames.emit(connection, b"".join(out), len(out))
-        if not self.confirms and _write_buffer_size(connection) > WRITE_BUFFER_HIGH:
+        if _write_buffer_size(connection) > WRITE_BUFFER_HIGH:
             self.pause("buffer")
             self._watch_buffer()
 
-    def _on_unexpected_confirm(self, frame: Any) -> None:
-        self.fail(f"confirm {frame.method.delivery_tag} bypassed the frame reader")
-
-    def _on_confirm(self, tag: int, multiple: bool, acked: bool) -> None:
-        """basic.ack / basic.nack from the destination: settle the publishes it covers."""
-        if not self.alive:
-            return
-        unconfirmed = self.unconfirmed
-        if multiple:
-            if tag == 0:
-                tag = self.next_seq - 1
-            for seq in range(self.low_seq, tag + 1):
-                entry = unconfirmed.pop(seq, None)
-                if entry is not None:
-                    self._settled(entry, acked)
-            if tag >= self.low_seq:
-                self.low_seq = tag + 1
-        else:
-            entry = unconfirmed.pop(tag, None)
-            if entry is None:
-                return
-            self._settled(entry, acked)
-            low = self.low_seq
-            while low < self.next_seq and low not in unconfirmed:
-                low += 1
-            self.low_seq = low
-        if "window" in self.pause_reasons and len(unconfirmed) <= self.window // 2:
-            self.resume("window")
-
-    def _settled(self, entry: _Entry, acked: bool) -> None:
-        if acked and entry.returned is None:
+    def _on_published(self, future: PublishFuture) -> None:
+        """The destination's outcome of one publish: settle its source message."""
+        outcome = future.outcome
+        if not self.alive or outcome is Outcome.FAILED:
+            return  # the destination channel closed: the session ends, the source requeues
+        entry: _Entry = future.context
+        if outcome is Outcome.ACKED:
             self.counters["moved"] += 1
             self.backoff_delay = HOLD_DELAY
-            self._complete(entry)
-        elif acked:
-            code, text = entry.returned
-            entry.returned = None
+            self.settler.ack(entry)
+        elif outcome is Outcome.RETURNED:
             self.counters["returned"] += 1
             LOGGER.warning("shovel %r: the destination returned a message (%s %s)",
-                           self.cfg.name, code, text)
+                           self.cfg.name, future.reply_code, future.reply_text)
             mode = self.cfg.on_unroutable
             if mode == "drop":
-                self._complete(entry)
+                self.settler.ack(entry)
             elif mode == "requeue":
                 self._hold(entry)
             else:
@@ -1033,43 +1023,24 @@ class _Session:
                 return
             delay = min(RETRY_DELAY_MAX, self.cfg.nack_retry_delay * 2 ** entry.attempts)
             entry.attempts += 1
-            entry.stuck = True
-            self._schedule_flush()
+            self.settler.park(entry)
             self._later(delay, lambda: self._retry(entry))
 
-    def _on_return(self, _channel: Any, method: Any, _props: Any, body: bytes) -> None:
-        """Match a basic.return to its publish: returns come before the confirm of their own
-        publish and in publish order, so it is the first unconfirmed publish after the last
-        returned one with the same exchange, routing key and body."""
+    def _on_unconfirmed_return(self, _channel: Any, method: Any, _props: Any, _body: bytes
+                               ) -> None:
+        """basic.return without confirms: the message is already acknowledged at the source."""
         if not self.alive:
             return
-        if not self.confirms:
-            self.counters["returned"] += 1
-            LOGGER.warning("shovel %r: the destination returned a message (%s %s); without "
-                           "confirms it is already acknowledged at the source", self.cfg.name,
-                           method.reply_code, method.reply_text)
-            return
-        exchange = frames.shortstr(method.exchange)
-        key = frames.shortstr(method.routing_key)
-        for seq in range(max(self.low_seq, self.return_seq + 1), self.next_seq):
-            entry = self.unconfirmed.get(seq)
-            if entry is None or entry.returned is not None:
-                continue
-            published_exchange = self.fixed_exchange if self.fixed_exchange is not None \
-                else entry.exchange
-            published_key = self.fixed_key if self.fixed_key is not None else entry.routing_key
-            if published_exchange == exchange and published_key == key \
-                    and frames.body_of(entry.parts) == body:
-                entry.returned = (method.reply_code, method.reply_text)
-                self.return_seq = seq
-                return
-        LOGGER.warning("shovel %r: a basic.return matches no publish in flight", self.cfg.name)
+        self.counters["returned"] += 1
+        LOGGER.warning("shovel %r: the destination returned a message (%s %s); without "
+                       "confirms it is already acknowledged at the source", self.cfg.name,
+                       method.reply_code, method.reply_text)
 
     def _retry(self, entry: _Entry) -> None:
         if not self.alive or self.draining:
             return
         self.counters["retried"] += 1
-        entry.stuck = False
+        self.settler.unpark(entry)
         if self.pause_reasons or self.pending:
             self.pending.appendleft(entry)
             return
@@ -1077,78 +1048,22 @@ class _Session:
 
     # -- settling towards the source -----------------------------------------------------------
 
-    def _complete(self, entry: _Entry) -> None:
-        """The message is done: acknowledge it (batched, see :meth:`_flush`)."""
-        entry.done = True
-        entry.stuck = False
-        tag = entry.tag
-        self.deferred.append(tag)
-        self.deferred_max = max(self.deferred_max, tag)
-        if not self.flush_scheduled:
-            self.flush_scheduled = True
-            self.ioloop.call_later(0, self._flush)
-
-    def _schedule_flush(self) -> None:
-        if not self.flush_scheduled:
-            self.flush_scheduled = True
-            self.ioloop.call_later(0, self._flush)
-
-    def _flush(self) -> None:
-        """Send the acknowledgements collected during this ioloop turn.
-
-        A multiple ack must name a tag still outstanding (the broker rejects it otherwise, and
-        would ack everything outstanding on the way), so it names the highest collected tag
-        below the lowest unsettled one. Collected tags above an entry waiting for a retry or a
-        requeue are acked one by one, so that the wait does not hold the prefetch window.
-        """
-        self.flush_scheduled = False
+    def _after_acks(self, count: int) -> None:
+        """After the acks of an ioloop turn went to the source (``count`` messages)."""
         if not self.alive:
             return
-        inflight = self.inflight
-        while inflight and inflight[0].done:
-            inflight.popleft()
-        deferred = self.deferred
-        if not deferred:
-            self._maybe_finished()
-            return
-        channel = self.src_ch
-        try:
-            if not inflight or self.deferred_max < inflight[0].tag:
-                channel.basic_ack(self.deferred_max, multiple=True)
-                self.counters["acked"] += len(deferred)
-                self.deferred = []
-                self.deferred_max = 0
-            else:
-                low = inflight[0].tag
-                below = [t for t in deferred if t < low]
-                above = [t for t in deferred if t > low]
-                if below:
-                    channel.basic_ack(max(below), multiple=True)
-                    self.counters["acked"] += len(below)
-                if inflight[0].stuck:
-                    for tag in above:
-                        channel.basic_ack(tag, multiple=False)
-                    self.counters["acked"] += len(above)
-                    above = []
-                self.deferred = above
-                self.deferred_max = max(above, default=0)
-        except pika.exceptions.AMQPError as exc:
-            self.fail(f"acknowledging failed: {_reason(exc)}")
-            return
+        self.counters["acked"] += count
         if self.take_budget is not None:
             # what a new session would still have to take if this one died now
-            self.w.remaining = self.take_budget + len(self.deferred) + sum(
-                1 for e in self.inflight if not e.done)
+            self.w.remaining = self.take_budget + self.settler.outstanding
         self._maybe_finished()
 
-    def _settle_now(self, entry: _Entry, requeue: bool) -> None:
+    def _settling_failed(self, what: str, exc: Exception) -> None:
+        self.fail(f"{what} failed: {_reason(exc)}")
+
+    def _nack_now(self, entry: _Entry, requeue: bool) -> None:
         """Nack one message to the source (requeue or dead-letter) right away."""
-        entry.done = True
-        entry.stuck = False
-        try:
-            self.src_ch.basic_nack(entry.tag, multiple=False, requeue=requeue)
-        except pika.exceptions.AMQPError as exc:
-            self.fail(f"nacking failed: {_reason(exc)}")
+        if not self.settler.nack(entry, requeue):
             return
         if requeue:
             self.counters["requeued"] += 1
@@ -1156,7 +1071,6 @@ class _Session:
                 self.take_budget += 1
         else:
             self.counters["dead_lettered"] += 1
-        self._schedule_flush()
 
     def _refused(self, entry: _Entry) -> None:
         """The destination nacked every attempt: requeue or dead-letter (``on_refused``)."""
@@ -1180,11 +1094,10 @@ class _Session:
         that would drop the message, so it is requeued (after a wait) instead."""
         has_dlx = self._source_has_dlx()
         if has_dlx is None:
-            entry.stuck = True
             self.dlx_waiting.append(entry)
-            self._schedule_flush()
+            self.settler.park(entry)
         elif has_dlx:
-            self._settle_now(entry, requeue=False)
+            self._nack_now(entry, requeue=False)
         else:
             self._requeue_later(entry)
 
@@ -1233,15 +1146,14 @@ class _Session:
         waiting, self.dlx_waiting = self.dlx_waiting, []
         for entry in waiting:
             if not self.alive or self.draining:
-                return  # still stuck: the source requeues them when its channel closes
+                return  # still parked: the source requeues them when its channel closes
             self._dead_letter(entry)
 
     def _requeue_later(self, entry: _Entry) -> None:
         """Give the message back to the source queue after ``backoff_delay``, which doubles
         (up to :data:`RETRY_DELAY_MAX`) each round until the destination accepts one."""
-        entry.stuck = True
         self.backoff_held.append(entry)
-        self._schedule_flush()
+        self.settler.park(entry)
         if self.backoff_timer is None:
             self.backoff_timer = self._later(self.backoff_delay, self._release_backoff)
 
@@ -1252,15 +1164,14 @@ class _Session:
         self.backoff_delay = min(RETRY_DELAY_MAX, self.backoff_delay * 2)
         held, self.backoff_held = self.backoff_held, []
         for entry in held:
-            self._settle_now(entry, requeue=True)
+            self._nack_now(entry, requeue=True)
             if not self.alive:
                 return
 
     def _hold(self, entry: _Entry) -> None:
         """Give the message back to the source queue after :data:`HOLD_DELAY`."""
-        entry.stuck = True
         self.held.append(entry)
-        self._schedule_flush()
+        self.settler.park(entry)
         if self.hold_timer is None:
             self.hold_timer = self._later(HOLD_DELAY, self._release_held)
 
@@ -1270,19 +1181,19 @@ class _Session:
             return
         held, self.held = self.held, []
         for entry in held:
-            self._settle_now(entry, requeue=True)
+            self._nack_now(entry, requeue=True)
             if not self.alive:
                 return
 
     def _maybe_finished(self) -> None:
         if self.draining:
             # done once nothing published awaits a confirm and every ack went out; what is
-            # left (stuck or never published) is requeued when the source channel closes
-            if not self.unconfirmed and not self.deferred \
-                    and all(e.done or e.stuck for e in self.inflight):
+            # left (parked or never published) is requeued when the source channel closes
+            if (self.confirm_window is None or not self.confirm_window.in_flight) \
+                    and self.settler.idle:
                 self._close(self.drain_reason)
             return
-        if self.take_budget is not None and self.take_budget <= 0 and not self.inflight \
+        if self.take_budget is not None and self.take_budget <= 0 and not len(self.settler) \
                 and not self.pending:
             self.w.remaining = 0
             self.stop_gracefully(STOP_TIMEOUT, "src-delete-after reached")
@@ -1381,9 +1292,9 @@ class _Session:
                 pass
             self.consumer_tag = None
         # held and waiting messages go back to the source when its channel closes: they stay
-        # unacknowledged (stuck), so no multiple ack covers them
+        # unacknowledged (parked), so no multiple ack covers them
         for entry in self.pending:
-            entry.stuck = True
+            self.settler.park(entry)
         self.pending.clear()
         for timer in list(self.timers.values()):
             self.ioloop.remove_timeout(timer)
@@ -1392,7 +1303,7 @@ class _Session:
         self.backoff_timer = None
         self.buffer_timer = None
         self._later(timeout, lambda: self._close(reason))
-        self._schedule_flush()
+        self.settler.send_acks_soon()
         if not self.running:
             self._close(reason)
 
@@ -1413,6 +1324,7 @@ class _Session:
         self.w.session_ended(self, reason, fatal=fatal, failed=True)
 
     def _shutdown(self) -> None:
+        self.settler.reset(None)  # the source requeues whatever was not acked
         for timer in list(self.timers.values()):
             self.ioloop.remove_timeout(timer)
         self.timers.clear()

@@ -41,10 +41,12 @@ from rtroute import sd_notify
 from rtroute.amqp import (
     BindingWatcher,
     ConfirmWindow,
+    Delivery,
     ManagementClient,
     ManagementError,
     Outcome,
     ReconnectingConnection,
+    Settler,
     WindowClosed,
     WindowFull,
     frames,
@@ -184,18 +186,16 @@ class Counters:
     diverted: int = 0
 
 
-class _Pending:
-    """One ingress message waiting for the confirms of its republishes (original and copies)."""
+class _Pending(Delivery):
+    """One ingress message waiting for the confirms of its republishes (original and copies):
+    ``awaiting`` counts them (see :class:`rtroute.amqp.settle.Settler`)."""
 
-    __slots__ = ("deferred", "exchange", "failed", "received_at", "remaining", "tag")
+    __slots__ = ("deferred", "exchange", "received_at")
 
-    def __init__(self, exchange: ManagedExchange, tag: int, remaining: int,
-                 received_at: float = 0.0) -> None:
+    def __init__(self, exchange: ManagedExchange, tag: int, received_at: float = 0.0) -> None:
+        super().__init__(tag)
         self.received_at = received_at  # time.monotonic() of its batch, for the latency
         self.exchange = exchange
-        self.tag = tag
-        self.remaining = remaining
-        self.failed = False
         self.deferred = 0  # copies waiting for a look at their forwarding address
 
 
@@ -488,12 +488,12 @@ class Sidecar:
         # the basic.publish frames of the confirm window's channel
         self._publish_frames: frames.PublishFrames | None = None
         self._queue: collections.deque[_Out] = collections.deque()
-        self._unsettled: collections.deque[_Pending] = collections.deque()
+        # the ingress channel's acks, in delivery order, once every republish is confirmed
+        self._settler = Settler(self._connection.ioloop)
         # deliveries since the last flush, in delivery-tag order (all on one channel)
         self._batch: list[IngressMessage] = []
         self._flush_scheduled = False
         self._batch_received_at = self._batch_at = 0.0  # when the batch's first delivery came
-        self._ack_scheduled = False
         self._stopping = False
         self._stopped = threading.Event()
         # forwarding address -> what the broker has under that name (None: nothing)
@@ -721,7 +721,7 @@ class Sidecar:
 
     def status(self) -> dict:
         """A snapshot for ``/status`` and ``/metrics``."""
-        in_flight = len(self._unsettled)
+        in_flight = len(self._settler)
         exchanges = [ex.status(in_flight) for ex in self.exchanges.values()]
         diverts = self._diverts_status()
         healthy = self._connection.state not in ("stopped",) and self._window is not None \
@@ -901,7 +901,7 @@ class Sidecar:
         self._reader = frames.install(connection)
         self._reader.intercept(channel.channel_number, self._on_delivery, detailed=True)
         self._queue.clear()
-        self._unsettled.clear()
+        self._settler.reset(channel)
         self._consumers.clear()
         self._consume_channel = channel
         channel.add_on_close_callback(self._on_channel_closed)
@@ -1147,7 +1147,7 @@ class Sidecar:
         self._window = None
         self._consume_channel = None
         self._queue.clear()
-        self._unsettled.clear()
+        self._settler.reset(None)
         self._awaiting_target.clear()  # their messages are redelivered
         if self._probe is not None:
             self._probe.cancel()
@@ -1208,7 +1208,7 @@ class Sidecar:
         deadline = time.monotonic() + drain_timeout
 
         def check() -> None:
-            if self._unsettled and time.monotonic() < deadline and self._window is not None \
+            if len(self._settler) and time.monotonic() < deadline and self._window is not None \
                     and not self._window.closed:
                 self._connection.ioloop.call_later(0.05, check)
                 return
@@ -1343,7 +1343,7 @@ class Sidecar:
     def _dispatch(self, m: IngressMessage, decision: Decision | None,
                   verdict: Verdict | None) -> None:
         ex = m.exchange
-        pending = _Pending(ex, m.tag, 0, self._batch_at)
+        pending = _Pending(ex, m.tag, self._batch_at)
         outs: list[_Out] = []
         try:
             if decision is not None:
@@ -1358,10 +1358,11 @@ class Sidecar:
             reason = f"rtroute could not republish this message: {type(exc).__name__}: {exc}"
             outs = [_Out(DEAD_LETTER_EXCHANGE, "", pika.BasicProperties(headers={
                 ERROR_HEADER: reason, SOURCE_HEADER: ex.spec.name}), m.body, pending, DEAD)]
-        pending.remaining = len(outs) + pending.deferred
-        self._unsettled.append(pending)
+        settler = self._settler
+        settler.track(pending)
+        settler.expect(pending, len(outs) + pending.deferred)
         self._queue.extend(outs)
-        if not pending.remaining:
+        if not pending.awaiting:
             self._settle(pending)
 
     def _original_outs(self, m: IngressMessage, decision: Decision, pending: _Pending
@@ -1428,7 +1429,7 @@ class Sidecar:
             if state["done"]:
                 return
             state["done"] = True
-            if pending not in self._unsettled:  # the connection went: it is redelivered
+            if pending not in self._settler:  # the connection went: it is redelivered
                 return
             pending.deferred -= 1
             out = self._copy_out(ex, divert, address, copy, pending)
@@ -1697,8 +1698,9 @@ class Sidecar:
         pending = out.pending
         outcome = future.outcome
         counters = pending.exchange.counters
+        ok = True
         if outcome in (Outcome.NACKED, Outcome.FAILED):
-            pending.failed = True
+            ok = False  # the ingress message is requeued (at-least-once, may duplicate)
         elif out.role == COPY:
             assert out.divert is not None
             if outcome is Outcome.RETURNED:
@@ -1711,7 +1713,7 @@ class Sidecar:
                           f"{': no such queue' if not out.exchange else ''}")
                 LOG.warning("exchange %s: dead-lettering a diverted copy: %s",
                             pending.exchange.spec.name, reason)
-                pending.remaining += 1
+                self._settler.expect(pending)
                 if out.frames is not None:
                     publish_frames = self._publish_frames
                     assert publish_frames is not None
@@ -1742,43 +1744,22 @@ class Sidecar:
                 counters.republished += 1
                 if pending.exchange.broker_routed:
                     counters.routed += 1
-        pending.remaining -= 1
-        if pending.remaining == 0:
-            self._settle(pending)
+        self._note_settled(pending, self._settler.confirmed(pending, ok))
 
     def _settle(self, pending: _Pending) -> None:
-        """Acks, in delivery order with ``multiple``, every ingress message fully confirmed."""
-        pending.remaining = 0
-        ch = self._consume_channel
-        if ch is None or not ch.is_open:
-            return
-        if pending.failed:
-            # Nacked by the broker: requeue the ingress message (at-least-once, may duplicate).
-            self._unsettled.remove(pending)
-            ch.basic_nack(pending.tag, multiple=False, requeue=True)
-            pending.exchange.counters.requeued += 1
-            return
-        if pending.received_at:
-            pending.exchange.latency.observe(time.monotonic() - pending.received_at)
-        # Confirms settle messages one at a time; acking each would cost a frame per message.
-        # One multiple-ack per ioloop turn covers everything settled by then.
-        if not self._ack_scheduled:
-            self._ack_scheduled = True
-            self._connection.ioloop.call_later(0, self._ack_settled)
+        """Settles an ingress message none of whose republishes awaits a confirm."""
+        self._note_settled(pending, self._settler.settle(pending))
 
-    def _ack_settled(self) -> None:
-        """Acks, with one ``multiple`` ack, the settled messages at the head of delivery order
-        (a message still awaiting confirms stops the run: nothing after it is covered)."""
-        self._ack_scheduled = False
-        ch = self._consume_channel
-        if ch is None or not ch.is_open:
+    @staticmethod
+    def _note_settled(pending: _Pending, acked: bool | None) -> None:
+        """Counts how an ingress message was settled: acked (its latency), or requeued
+        because the broker nacked a republish (at-least-once: it may come twice)."""
+        if acked is None:
             return
-        last = None
-        unsettled = self._unsettled
-        while unsettled and unsettled[0].remaining == 0 and not unsettled[0].failed:
-            last = unsettled.popleft()
-        if last is not None:
-            ch.basic_ack(last.tag, multiple=True)
+        if not acked:
+            pending.exchange.counters.requeued += 1
+        elif pending.received_at:
+            pending.exchange.latency.observe(time.monotonic() - pending.received_at)
 
 
 def _updatable(old: Any, new: Any) -> bool:

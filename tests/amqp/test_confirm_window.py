@@ -234,6 +234,43 @@ def test_result_waits_across_threads():
         window.publish("ex", "k", b"b").result(timeout=0.01)
 
 
+class FrameWritingPlayer(FramePlayer):
+    """A FramePlayer whose connection takes ready-made frames (``publish_frames``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.soon: list = []
+        self.channel_number = 1
+        self.is_open = True
+        self.connection = SimpleNamespace(is_closing=False, is_closed=False,
+                                          ioloop=SimpleNamespace(call_later=self._later))
+
+    def _later(self, _delay, callback):
+        self.soon.append(callback)
+
+
+def test_ready_made_frames_as_a_list_with_a_lazy_body_are_matched_by_returns():
+    player = FrameWritingPlayer()
+    window = ConfirmWindow(player, window=10)
+    window.start()
+    made = []
+
+    def body_of(body):
+        def make():
+            made.append(body)
+            return body
+        return make
+
+    futures = [window.publish_frames("ex", "k", [b"method", b"header", b"body"], 3,
+                                     body=body_of(b"b%d" % i), mandatory=True)
+               for i in range(3)]
+    assert window.in_flight == 3 and made == []  # the body is made only for a return
+    player.give_back("ex", "k", b"b1")
+    player.ack(3, multiple=True)
+    assert outcomes(futures) == [Outcome.ACKED, Outcome.RETURNED, Outcome.ACKED]
+    assert made == [b"b0", b"b1"]
+
+
 # -- against the broker -----------------------------------------------------------------------
 
 
