@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import os
 import socket
+import sys
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -336,6 +337,7 @@ class RoutePlan:
     builds: Any = None  # a Spark accumulator counting routers built, or None
     rows: Any = None  # a Spark accumulator counting rows routed, or None
     workers: Any = None  # a Spark accumulator of the "host:pid" of each routing worker, or None
+    cores: Any = None  # a Spark accumulator of each routing worker's core_in_use(), or None
 
 
 class SetUnion:
@@ -373,12 +375,23 @@ def router_for(plan: RoutePlan) -> BatchRouter:
     return router
 
 
+def core_in_use() -> str:
+    """Which core this Python routes with, and from where: ``native core <module file> (python
+    <interpreter>)``, or ``reference ...`` for the pure-Python twin."""
+    from rtroute import core
+
+    module = sys.modules[ReverseMatcher.__module__]
+    return f"{core.IMPLEMENTATION} core {module.__file__} (python {sys.executable})"
+
+
 def route_batches(batches: Iterator[pa.RecordBatch], plan: RoutePlan
                   ) -> Iterator[pa.RecordBatch]:
     """The ``mapInArrow`` function: route each batch of a partition (bind ``plan`` first)."""
     router = router_for(plan)
     if plan.workers is not None:
         plan.workers.add({f"{socket.gethostname()}:{os.getpid()}"})
+    if plan.cores is not None:
+        plan.cores.add({core_in_use()})
     for batch in batches:
         routed = router.route_batch(batch, plan.key_column, plan.headers_column)
         if plan.rows is not None:

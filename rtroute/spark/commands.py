@@ -16,6 +16,8 @@ import click
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from rtroute.spark.job import RouteStats
+
 KINDS = ["rtopic", "topic", "direct", "fanout"]
 
 
@@ -122,6 +124,79 @@ def _fail_on_input_errors(action: Callable[[], object]) -> object:
         raise click.ClickException(str(exc)) from None
 
 
+def _start(master: str, app_name: str, conf: tuple[str, ...], env_archive: str | None
+           ) -> SparkSession:
+    """The session of a command, with the executors checked before any output is written."""
+    from rtroute.spark.executors import ExecutorPythonError, archive_config, check_executors
+
+    config = _parse_conf(conf)
+    if env_archive:
+        if _is_local(env_archive) and not os.path.isfile(env_archive.removeprefix("file://")):
+            raise click.BadParameter(f"{env_archive} does not exist",
+                                     param_hint="--env-archive")
+        config = archive_config(env_archive, config)
+    session = spark_session(master, app_name, config)
+    try:
+        reports = check_executors(session)
+    except ExecutorPythonError as exc:
+        session.stop()
+        raise click.ClickException(str(exc)) from None
+    for line in sorted({f"{r.implementation} core {r.core} (python {r.executable} {r.python})"
+                        for r in reports}):
+        _echo_err(f"executors: {line}")
+    if any(r.implementation != "native" for r in reports):
+        _echo_err("warning: executors route with the pure-Python core (orders of magnitude "
+                  "slower); ship the native one with --env-archive (rtroute spark pack)")
+    return session
+
+
+def _write_then_rename(session: SparkSession, out_path: str, overwrite: bool,
+                       write: Callable[[str], None]) -> None:
+    """Runs ``write(temporary_path)`` next to ``out_path``, then renames the result to
+    ``out_path`` (replacing it with ``overwrite``); on any failure removes the temporary
+    folder, so a failed job never leaves a folder that looks like a result. Works on any
+    Hadoop file system (local, hdfs://, s3a:// ...)."""
+    import uuid
+
+    jvm = session._jvm
+    hadoop_path = jvm.org.apache.hadoop.fs.Path
+    target = hadoop_path(os.path.abspath(out_path) if "://" not in out_path else out_path)
+    fs = target.getFileSystem(session._jsc.hadoopConfiguration())
+    partial = hadoop_path(target.getParent(),
+                          f".{target.getName()}.rtroute-{uuid.uuid4().hex[:12]}.partial")
+    try:
+        write(partial.toString())
+        if overwrite and fs.exists(target):
+            fs.delete(target, True)
+        if not fs.rename(partial, target):
+            raise click.ClickException(f"could not rename {partial.toString()} to {out_path}")
+    finally:
+        if fs.exists(partial):
+            fs.delete(partial, True)
+
+
+def _echo_cores(stats: RouteStats) -> None:
+    for line in sorted(stats.cores.value):
+        _echo_err(f"routed with the {line}")
+
+
+def _job_failure(exc: Exception) -> click.ClickException:
+    """One line for a failed Spark job, with the memory setting to raise on a heap exhaustion
+    (when the JVM died of it, its own log above says so)."""
+    from rtroute.spark.executors import failure_reason
+
+    reason = failure_reason(exc)
+    memory = ("give Spark more memory: --conf spark.driver.memory=4g for local[*] (its "
+              "executors run in the driver's JVM), --conf spark.executor.memory=4g on a cluster")
+    if "OutOfMemoryError" in reason:
+        return click.ClickException(f"the Spark job ran out of memory ({reason}): {memory}")
+    if type(exc).__name__ == "Py4JNetworkError" or "Answer from Java side" in reason:
+        return click.ClickException(
+            f"the Spark JVM died during the job ({reason}); if its log above shows "
+            f"java.lang.OutOfMemoryError, {memory}")
+    return click.ClickException(f"the Spark job failed: {reason}")
+
+
 @click.group()
 def spark() -> None:
     """Batch routing on Spark: where would an archive of messages have gone?
@@ -141,6 +216,10 @@ _kind = click.option("--kind", type=click.Choice(KINDS), default="rtopic", show_
                      help="Exchange semantics to route with.")
 _format = click.option("--format", "fmt", type=click.Choice(["parquet", "json"]), default=None,
                        help="Input format.  [default: from the file names]")
+_env_archive = click.option(
+    "--env-archive", "env_archive", default=None, metavar="ENV.tar.gz",
+    help="Ship this archive of `rtroute spark pack` to the executors and run their Python from "
+         "it (spark.archives and the executors' PYSPARK_PYTHON are set for you).")
 _top = click.option("--top", default=20, show_default=True, type=click.IntRange(0),
                     help="Destinations shown in the summary table.")
 
@@ -157,12 +236,13 @@ _top = click.option("--top", default=20, show_default=True, type=click.IntRange(
 @click.option("--overwrite", is_flag=True, help="Replace --out if it exists.")
 @_master
 @_conf
+@_env_archive
 @_kind
 @_format
 @_top
 def route_command(messages_path: str, bindings_path: str, out_path: str, overwrite: bool,
-                  master: str, conf: tuple[str, ...], kind: str, fmt: str | None,
-                  top: int) -> None:
+                  master: str, conf: tuple[str, ...], env_archive: str | None, kind: str,
+                  fmt: str | None, top: int) -> None:
     """Route every message of an archive and write the result as Parquet.
 
     \b
@@ -175,17 +255,24 @@ def route_command(messages_path: str, bindings_path: str, out_path: str, overwri
     if _is_local(out_path) and os.path.exists(out_path) and not overwrite:
         raise click.ClickException(f"{out_path} exists (use --overwrite to replace it)")
     started = time.monotonic()
-    session = spark_session(master, "rtroute spark route", _parse_conf(conf))
+    session = _start(master, "rtroute spark route", conf, env_archive)
     _echo_err(f"spark {session.version} on {session.sparkContext.master}; "
               f"routing {messages_path} as {kind}")
     stats = RouteStats(session)
     routed = _fail_on_input_errors(lambda: route(
         read_messages(session, messages_path, fmt), bindings_path, kind, stats=stats))
-    with spark_progress(session, _echo_err, stats):
-        routed.write.mode("overwrite" if overwrite else "errorifexists").parquet(out_path)
-        _echo_err(f"wrote {out_path}; summarizing ...")
-        summary = summarize(session.read.parquet(out_path))
+    from py4j.protocol import Py4JError
+
+    try:
+        with spark_progress(session, _echo_err, stats):
+            _write_then_rename(session, out_path, overwrite,
+                               lambda partial: routed.write.parquet(partial))
+            _echo_err(f"wrote {out_path}; summarizing ...")
+            summary = summarize(session.read.parquet(out_path))
+    except Py4JError as exc:
+        raise _job_failure(exc) from None
     elapsed = time.monotonic() - started
+    _echo_cores(stats)
     click.echo(format_table(["", "messages"], [
         ["messages", summary.messages], ["routed", summary.routed],
         ["unroutable", summary.unroutable], ["errors", summary.errors],
@@ -219,12 +306,13 @@ def route_command(messages_path: str, bindings_path: str, out_path: str, overwri
               help="Also write the changed messages (with before/after destinations) as Parquet.")
 @_master
 @_conf
+@_env_archive
 @_kind
 @_format
 @_top
 def diff_command(messages_path: str, before_path: str, after_path: str, out_path: str | None,
-                 master: str, conf: tuple[str, ...], kind: str, fmt: str | None,
-                 top: int) -> None:
+                 master: str, conf: tuple[str, ...], env_archive: str | None, kind: str,
+                 fmt: str | None, top: int) -> None:
     """What changes if the bindings in --after replace those in --before?
 
     \b
@@ -240,7 +328,7 @@ def diff_command(messages_path: str, before_path: str, after_path: str, out_path
     if out_path and _is_local(out_path) and os.path.exists(out_path):
         raise click.ClickException(f"{out_path} exists")
     started = time.monotonic()
-    session = spark_session(master, "rtroute spark diff", _parse_conf(conf))
+    session = _start(master, "rtroute spark diff", conf, env_archive)
     _echo_err(f"spark {session.version} on {session.sparkContext.master}; "
               f"diffing {before_path} -> {after_path} over {messages_path} as {kind}")
     stats = RouteStats(session)
@@ -250,15 +338,25 @@ def diff_command(messages_path: str, before_path: str, after_path: str, out_path
                                      if c in messages.columns])
     diffed = _fail_on_input_errors(lambda: diff(messages, before_path, after_path, kind,
                                                 stats=stats))
-    diffed = diffed.persist()  # the summary's jobs (and --out) reuse one routing pass
-    with spark_progress(session, _echo_err, stats):
-        if out_path:
-            changed = diffed.where((F.size(ADDED) > 0) | (F.size(REMOVED) > 0))
-            changed.write.parquet(out_path)
-            _echo_err(f"wrote the changed messages to {out_path}")
-        summary = summarize_diff(diffed)
-    diffed.unpersist()
+    from py4j.protocol import Py4JError
+    from pyspark import StorageLevel
+
+    # the summary's jobs (and --out) reuse one routing pass, kept on disk: in the heap (the
+    # default level) 2M rows with bodies exhausted local[2]'s default 1 GiB
+    diffed = diffed.persist(StorageLevel.DISK_ONLY)
+    try:
+        with spark_progress(session, _echo_err, stats):
+            if out_path:
+                changed = diffed.where((F.size(ADDED) > 0) | (F.size(REMOVED) > 0))
+                _write_then_rename(session, out_path, False,
+                                   lambda partial: changed.write.parquet(partial))
+                _echo_err(f"wrote the changed messages to {out_path}")
+            summary = summarize_diff(diffed)
+        diffed.unpersist()
+    except Py4JError as exc:
+        raise _job_failure(exc) from None
     elapsed = time.monotonic() - started
+    _echo_cores(stats)
     click.echo(format_table(["", "messages"], [
         ["messages", summary.messages], ["changed", summary.changed],
         ["unroutable before", summary.unroutable_before],
@@ -273,6 +371,45 @@ def diff_command(messages_path: str, before_path: str, after_path: str, out_path
     elif not summary.destinations:
         click.echo("\nno destination's traffic changes")
     click.echo(f"\n{summary.messages:,} messages in {elapsed:.1f} s")
+
+
+@spark.command("pack")
+@click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False),
+              help="The archive to write (.tar.gz).")
+@click.option("--source", "source", default=None,
+              type=click.Path(exists=True, file_okay=False),
+              help="Pack a wheel built from this rtroute checkout instead of the installed "
+                   "rtroute (needed when that is an editable install).")
+@click.option("--overwrite", is_flag=True, help="Replace --out if it exists.")
+def pack_command(out_path: str, source: str | None, overwrite: bool) -> None:
+    """Pack what executors need into one archive for --env-archive.
+
+    \b
+    The archive holds a relocatable copy of this CPython, rtroute with its native core, pyarrow,
+    pandas and their requirements (not pyspark: workers use their own Spark's). Nodes need the
+    same OS and architecture and no Python of their own.
+    \b
+    Example:
+      rtroute spark pack --out env.tar.gz
+      rtroute spark route --master spark://host:7077 --env-archive env.tar.gz ...
+    """
+    from rtroute.spark.pack import PackError, build_pack
+
+    if os.path.exists(out_path) and not overwrite:
+        raise click.ClickException(f"{out_path} exists (use --overwrite to replace it)")
+    try:
+        result = build_pack(out_path, source=source, echo=_echo_err)
+    except PackError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(format_table(["", "value"], [
+        ["archive", str(result.path)], ["MB", round(result.bytes / 1e6, 1)],
+        ["seconds", round(result.seconds, 1)], ["python", result.python],
+        ["rtroute from", result.rtroute_from], ["native core", result.core],
+        ["packages", ", ".join(result.packages)],
+    ]))
+    click.echo(f"\n{result.requirement()}")
+    click.echo(f"\nuse it with: rtroute spark route|diff --env-archive {out_path} "
+               "--master spark://HOST:7077 ... (no PYSPARK_PYTHON needed)")
 
 
 @spark.command("drain")

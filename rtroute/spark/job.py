@@ -74,6 +74,8 @@ class RouteStats:
         matcher_builds: matchers built (one per executor Python worker and binding set).
         rows: rows routed (a retried task counts twice).
         workers: the ``host:pid`` of every Python worker that routed a partition.
+        cores: the core each of them routed with and its module file and interpreter
+            (:func:`rtroute.spark.batches.core_in_use`): which rtroute the executors really ran.
     """
 
     def __init__(self, spark: SparkSession) -> None:
@@ -81,6 +83,7 @@ class RouteStats:
         self.matcher_builds = context.accumulator(0)
         self.rows = context.accumulator(0)
         self.workers = context.accumulator(set(), SetUnion())
+        self.cores = context.accumulator(set(), SetUnion())
 
 
 def route(messages: DataFrame, bindings: BindingsArg, kind: str = "rtopic", *,
@@ -140,7 +143,8 @@ def route(messages: DataFrame, bindings: BindingsArg, kind: str = "rtopic", *,
                      headers_column=headers, noop=noop,
                      builds=stats.matcher_builds if stats else None,
                      rows=stats.rows if stats else None,
-                     workers=stats.workers if stats else None)
+                     workers=stats.workers if stats else None,
+                     cores=stats.cores if stats else None)
     out_schema = T.StructType(list(schema.fields) + [
         T.StructField(DESTINATIONS, T.ArrayType(T.StringType(), containsNull=False)),
         T.StructField(DELIVERED_HEADERS,
