@@ -48,7 +48,7 @@ def test_the_closure_follows_requirements_but_not_extras_nor_pyspark():
 
 
 def test_archive_config_ships_the_archive_and_points_the_executors_python_into_it(monkeypatch):
-    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    monkeypatch.setenv("PYSPARK_PYTHON", "python3")  # restored afterwards: archive_config sets it
     config = archive_config("env.tar.gz", {"spark.archives": "hdfs:///other.zip#other"})
     assert config["spark.archives"] == (
         f"hdfs:///other.zip#other,{os.path.abspath('env.tar.gz')}#rtroute_env")
