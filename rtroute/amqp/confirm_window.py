@@ -36,6 +36,7 @@ import pika
 from pika.adapters.blocking_connection import BlockingChannel
 
 from rtroute.amqp.frames import emit
+from rtroute.amqp.pika_internals import blocking_channel_impl
 
 __all__ = ["ConfirmWindow", "Outcome", "PublishFuture", "WindowClosed", "WindowFull"]
 
@@ -193,7 +194,7 @@ class ConfirmWindow:
             raise ValueError("low_watermark must be in 0 .. window-1")
         self._blocking = isinstance(channel, BlockingChannel)
         self._channel = channel
-        self._impl = channel._impl if self._blocking else channel
+        self._impl = blocking_channel_impl(channel) if self._blocking else channel
         self._window = window
         self._low_watermark = low_watermark
         self._on_writable = on_writable

@@ -129,9 +129,13 @@ class ReconnectingConnection:
         reconnect: False to stop after the first failure or loss (``run()`` then returns).
         connection_name: shown in the management UI, handy to find the connection.
         parameters: extra ``pika.ConnectionParameters`` keywords for every attempt.
+        ioloop: a pika ``IOLoop`` to share with other connections (pika's ``custom_ioloop``);
+            its owner runs it, and :meth:`start` begins connecting on it. Default: an ioloop
+            of this object's own, run by :meth:`run`.
 
     ``run()`` runs the ioloop in the calling thread until ``stop()``; ``stop()`` and
-    ``add_callback_threadsafe()`` may be called from any thread.
+    ``add_callback_threadsafe()`` may be called from any thread. On a shared ioloop, ``stop()``
+    closes the connection and leaves the loop running.
 
     Raises:
         ValueError: a malformed URI or declaration (at construction).
@@ -149,6 +153,7 @@ class ReconnectingConnection:
         stable_after: float = 5.0,
         rng: random.Random | None = None,
         parameters: dict[str, Any] | None = None,
+        ioloop: IOLoop | None = None,
     ) -> None:
         self._uris = _as_uri_list(uris)
         self._on_ready = on_ready
@@ -160,7 +165,8 @@ class ReconnectingConnection:
         self._stable_after = stable_after
         self._rng = rng or random.Random()
         self._parameters = dict(parameters or {})
-        self._ioloop = IOLoop()
+        self._own_ioloop = ioloop is None
+        self._ioloop = IOLoop() if ioloop is None else ioloop
         self._connection: pika.SelectConnection | None = None
         self._timer: Any = None
         self._stopping = False
@@ -184,7 +190,13 @@ class ReconnectingConnection:
         return self._connection
 
     def run(self) -> None:
-        """Connect and run the ioloop here until :meth:`stop` (or, without reconnect, a loss)."""
+        """Connect and run the ioloop here until :meth:`stop` (or, without reconnect, a loss).
+
+        Raises:
+            RuntimeError: called twice, or the ioloop is shared (use :meth:`start`).
+        """
+        if not self._own_ioloop:
+            raise RuntimeError("on a shared ioloop, start() connects and its owner runs it")
         if self.state != "idle":
             raise RuntimeError("ReconnectingConnection.run() can be called once")
         self.state = "starting"
@@ -195,6 +207,20 @@ class ReconnectingConnection:
             with self._lock:
                 self.state = "stopped"
                 self._ioloop.close()
+
+    def start(self) -> None:
+        """Begin connecting on the shared ioloop given at construction (any thread; returns at
+        once); the connection then lives until :meth:`stop`.
+
+        Raises:
+            RuntimeError: called twice, or the ioloop is this object's own (use :meth:`run`).
+        """
+        if self._own_ioloop:
+            raise RuntimeError("start() is for a shared ioloop; run() runs an own one")
+        if self.state != "idle":
+            raise RuntimeError("ReconnectingConnection.start() can be called once")
+        self.state = "starting"
+        self._ioloop.add_callback_threadsafe(self._connect)
 
     def stop(self) -> None:
         """Close the connection and end :meth:`run` (any thread; returns at once; a no-op once
@@ -260,7 +286,7 @@ class ReconnectingConnection:
     def _on_closed(self, _connection: Any, reason: Exception) -> None:
         self._connection = None
         if self._stopping:
-            self._ioloop.stop()
+            self._finish()
             return
         was_ready = self._ready_at is not None
         if was_ready and time.monotonic() - self._ready_at >= self._stable_after:
@@ -275,7 +301,7 @@ class ReconnectingConnection:
             self._on_lost(reason)
         if self._stopping or not self._reconnect:
             LOGGER.warning("connection lost or failed: %s", reason)
-            self._ioloop.stop()
+            self._finish()
             return
         delay = self._backoff.next_delay()
         LOGGER.warning("connection lost or failed: %s; trying again in %.1f s", reason, delay)
@@ -291,8 +317,16 @@ class ReconnectingConnection:
         if connection is not None and not connection.is_closed:
             if not connection.is_closing:
                 connection.close()
-            return  # _on_closed stops the ioloop
-        self._ioloop.stop()
+            return  # _on_closed finishes
+        self._finish()
+
+    def _finish(self) -> None:
+        """The end: stop an own ioloop (``run`` then returns); leave a shared one running."""
+        if self._own_ioloop:
+            self._ioloop.stop()
+            return
+        with self._lock:
+            self.state = "stopped"
 
 
 def describe_connect_error(error: BaseException) -> str:

@@ -9,11 +9,12 @@ them (a selector filter, ``publish_properties``, the forward or timestamp header
 The publisher confirms of the destination channel are read here too (a ``basic.ack`` is a
 fixed 13-byte payload; pika's generic callback dispatch costs more than the rest of a message).
 pika stays in charge of everything else (handshake, channels, declarations, ``basic.qos``,
-``basic.consume``, acks to the source, returns, heartbeats): :class:`FrameReader` replaces the
-connection's ``_on_data_available`` and hands every frame it does not intercept to pika's own
-``_process_frame``, in order; :func:`emit` writes through the connection's transport as pika
-does. These are pika internals (present throughout pika 1.x); :func:`install` checks for them
-and reports what is missing instead of misbehaving.
+``basic.consume``, acks to the source, returns, heartbeats): :class:`FrameReader` reads what
+the connection receives and hands every frame it does not intercept to pika's own frame
+dispatch, in order; :func:`emit` writes through the connection's transport as pika does.
+Those are pika internals, reached only through :mod:`rtroute.amqp.pika_internals` (which
+checks the pika version); :func:`install` checks for them and reports what is missing instead
+of misbehaving.
 
 Frame layout: ``type (1) | channel (2) | size (4) | payload (size) | 0xCE``.
 """
@@ -27,7 +28,8 @@ import pika.exceptions
 import pika.spec
 from pika.frame import Header, decode_frame
 
-from rtroute.amqp.socket_io import coalesce_io
+from rtroute.amqp import pika_internals
+from rtroute.amqp.pika_internals import coalesce_io, emit
 
 __all__ = [
     "FrameReader",
@@ -51,10 +53,10 @@ LOGGER = logging.getLogger(__name__)
 
 FRAME_METHOD, FRAME_HEADER, FRAME_BODY = 1, 2, 3
 FRAME_END = b"\xce"
-_DELIVER = b"\x00\x3c\x00\x3c"        # basic.deliver: class 60, method 60
-_ACK = b"\x00\x3c\x00\x50"            # basic.ack: class 60, method 80
-_NACK = b"\x00\x3c\x00\x78"           # basic.nack: class 60, method 120
-_PUBLISH = struct.pack(">HHH", 60, 40, 0)  # basic.publish, ticket 0
+_DELIVER = pika_internals.DELIVER_METHOD
+_ACK = pika_internals.ACK_METHOD
+_NACK = pika_internals.NACK_METHOD
+_PUBLISH = pika_internals.PUBLISH_METHOD + b"\x00\x00"  # basic.publish, ticket 0
 _FRAME_HEAD = struct.Struct(">BHI")
 _U16 = struct.Struct(">H").unpack_from
 _U32 = struct.Struct(">I").unpack_from
@@ -176,17 +178,10 @@ def header_frame(channel: int, header: bytes, properties: pika.spec.BasicPropert
     return Header(channel, _U64(header, 11)[0], properties).marshal()
 
 
-def emit(connection: Any, data: bytes, frames: int) -> None:
-    """Write ready-made frames to ``connection`` (pika's own path, counters included)."""
-    connection.bytes_sent += len(data)
-    connection.frames_sent += frames
-    connection._adapter_emit_data(data)
-
-
 class FrameReader:
-    """``Connection._on_data_available`` that parses frames at an offset (pika re-slices the
-    whole buffer after every frame, quadratic in the read size) and intercepts the shovel's
-    traffic.
+    """What a connection reads, parsed at an offset (pika re-slices the whole buffer after
+    every frame, quadratic in the read size), with the shovel's and the sidecar's traffic
+    intercepted.
 
     After :meth:`intercept`, every ``basic.deliver`` on that channel and its content frames go
     to ``on_delivery(delivery_tag, exchange, routing_key, parts)``: the exchange and routing
@@ -203,7 +198,7 @@ class FrameReader:
 
     def __init__(self, connection: Any) -> None:
         self._connection = connection
-        self._process = connection._process_frame
+        self._process = pika_internals.frame_processor(connection)
         self._channel = -1
         self._confirm_channel = -1
         self._on_delivery: OnDelivery | None = None
@@ -230,7 +225,7 @@ class FrameReader:
         if self._broken:
             return  # the stream is being torn down: nothing after a bad frame can be trusted
         connection = self._connection
-        pending = connection._frame_buffer
+        pending = pika_internals.unparsed(connection)
         buffer = pending + data if pending else data
         offset = 0
         end = len(buffer)
@@ -299,22 +294,17 @@ class FrameReader:
                 connection.bytes_received += consumed
                 self._process(value)
         finally:
-            connection._frame_buffer = buffer[offset:] if offset else buffer
+            pika_internals.set_unparsed(connection, buffer[offset:] if offset else buffer)
 
     def _frame_error(self, octet: int) -> None:
         """A frame that does not end with 0xCE: the stream is out of step, so the connection
         is torn down (AMQP's FRAME_ERROR) and the caller's reconnect logic takes over; its
         unacked deliveries are redelivered."""
         self._broken = True
-        self._connection._frame_buffer = b""
         error = pika.exceptions.AMQPConnectionError(
             f"FRAME_ERROR: frame end octet 0x{octet:02x}, expected 0xce")
         LOGGER.error("%s: closing the connection", error.args[0])
-        terminate = getattr(self._connection, "_terminate_stream", None)
-        if terminate is not None:
-            terminate(error)
-        else:
-            self._connection.close(501, error.args[0])
+        pika_internals.terminate_stream(self._connection, error)
 
     def _deliver(self) -> None:
         delivery = self._delivery
@@ -338,16 +328,8 @@ def install(connection: Any) -> FrameReader:
     Raises:
         RuntimeError: this pika lacks an internal the fast path relies on.
     """
-    needed = {
-        "connection._frame_buffer": hasattr(connection, "_frame_buffer"),
-        "connection._process_frame": hasattr(connection, "_process_frame"),
-        "connection._adapter_emit_data": hasattr(connection, "_adapter_emit_data"),
-        "connection.bytes_sent": hasattr(connection, "bytes_sent"),
-    }
-    missing = [name for name, present in needed.items() if not present]
-    if missing:
-        raise RuntimeError(f"pika {pika.__version__} lacks {', '.join(missing)}")
+    pika_internals.check_connection(connection)
     coalesce_io(connection)
     reader = FrameReader(connection)
-    connection._on_data_available = reader
+    pika_internals.take_over_reading(connection, reader)
     return reader

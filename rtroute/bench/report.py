@@ -49,16 +49,14 @@ def broker_version(uri: str) -> str | None:
     when it cannot be reached or does not say."""
     from rtroute.amqp import connect_blocking
     from rtroute.amqp.broker_identity import identity_from_server_properties
+    from rtroute.amqp.pika_internals import server_properties
 
     try:
         connection = connect_blocking(uri, connection_name="rtroute-bench-version")
     except Exception:  # noqa: BLE001 - the version is a label; the benchmark reports the error
         return None
     try:
-        # BlockingConnection keeps connection.start's properties on its adapter (pika 1.x)
-        impl = getattr(connection, "_impl", None)
-        return identity_from_server_properties(
-            getattr(impl, "server_properties", None)).version
+        return identity_from_server_properties(server_properties(connection)).version
     finally:
         connection.close()
 

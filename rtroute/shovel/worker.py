@@ -67,7 +67,14 @@ import pika
 import pika.exceptions
 from pika.adapters.select_connection import IOLoop
 
-from rtroute.amqp import ManagementClient, ManagementError, declare_async, frames, parse_uri
+from rtroute.amqp import (
+    ManagementClient,
+    ManagementError,
+    declare_async,
+    frames,
+    parse_uri,
+    pika_internals,
+)
 from rtroute.amqp.broker_identity import identity_from_server_properties
 from rtroute.amqp.confirm_window import (
     ConfirmWindow,
@@ -431,6 +438,7 @@ class _Session:
         self.drain_reason = "stopped"
         self.blocked = False
         self.reading = True
+        self.read_pause_refused = False
         self.pause_reasons: set[str] = set()
         self.pending: collections.deque[_Entry] = collections.deque()
         # acks to the source in delivery order (the source channel once open)
@@ -991,7 +999,7 @@ class _Session:
         if not out or not self.alive or connection.is_closing or connection.is_closed:
             return
         frames.emit(connection, b"".join(out), len(out))
-        if _write_buffer_size(connection) > WRITE_BUFFER_HIGH:
+        if pika_internals.write_buffer_size(connection) > WRITE_BUFFER_HIGH:
             self.pause("buffer")
             self._watch_buffer()
 
@@ -1244,7 +1252,7 @@ class _Session:
             self.buffer_timer = None
             if not self.alive:
                 return
-            if _write_buffer_size(self.dst_conn) <= WRITE_BUFFER_LOW:
+            if pika_internals.write_buffer_size(self.dst_conn) <= WRITE_BUFFER_LOW:
                 self.resume("buffer")
             else:
                 self.buffer_timer = self._later(0.005, check)
@@ -1252,19 +1260,15 @@ class _Session:
         self.buffer_timer = self._later(0.005, check)
 
     def _set_reading(self, on: bool) -> None:
-        """Stop or restart reading the source socket (plain TCP only)."""
-        transport = getattr(self.connections.get("source"), "_transport", None)
-        if type(transport).__name__ != "_AsyncPlaintextTransport":
-            return
-        try:
-            fd = transport._sock.fileno()
-            if on:
-                transport._nbio.set_reader(fd, transport._on_socket_readable)
-            else:
-                transport._nbio.remove_reader(fd)
-        except (AttributeError, OSError, ValueError):
-            return
-        self.reading = on
+        """Stop or restart reading the source socket (plain TCP only: over TLS the waiting
+        deliveries keep growing in memory, which is said once)."""
+        if pika_internals.set_reading(self.connections.get("source"), on):
+            self.reading = on
+        elif not on and not self.read_pause_refused:
+            self.read_pause_refused = True
+            LOGGER.warning("shovel %r: cannot stop reading the source (TLS, or the socket is "
+                           "gone): deliveries keep arriving while %d wait", self.cfg.name,
+                           len(self.pending))
 
     # -- ending --------------------------------------------------------------------------------
 
@@ -1365,16 +1369,6 @@ class _Session:
             connection.close()
         except pika.exceptions.AMQPError:
             self._connection_gone(role)
-
-
-def _write_buffer_size(connection: Any) -> int:
-    transport = getattr(connection, "_transport", None)
-    if transport is None:
-        return 0
-    try:
-        return transport.get_write_buffer_size()
-    except (AttributeError, OSError):
-        return 0
 
 
 def _describe(step: dict[str, Any]) -> str:

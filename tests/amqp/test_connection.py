@@ -7,6 +7,7 @@ import threading
 import pika
 import pika.exceptions
 import pytest
+from pika.adapters.select_connection import IOLoop
 
 from rtroute.amqp import Backoff, ConfirmWindow, Outcome, ReconnectingConnection, connect_blocking
 
@@ -81,6 +82,44 @@ def test_first_broker_down_the_connection_comes_up_on_another(broker_uri):
     assert readies == [None]
     assert connection.attempts == 2 and connection.state == "stopped"
     assert len(lost) == 1 and "127.0.0.1:1" in lost[0] and "secret" not in lost[0]
+
+
+@pytest.mark.broker
+def test_two_connections_share_one_ioloop_and_stop_apart(broker_uri):
+    """With ``ioloop``, the caller runs the loop: both connections come up on it, and stopping
+    them closes them without ending the loop (its owner does)."""
+    loop = IOLoop()
+    ready: list[str] = []
+    connections: list[ReconnectingConnection] = []
+
+    def on_ready(name):
+        def ready_now(_conn, _channel, _queue):
+            ready.append(name)
+            if len(ready) == 2:
+                for connection in connections:
+                    connection.stop()
+                stop_when_closed()
+        return ready_now
+
+    def stop_when_closed():
+        if all(c.state == "stopped" for c in connections):
+            loop.stop()
+        else:
+            loop.call_later(0.01, stop_when_closed)
+
+    for name in ("a", "b"):
+        connections.append(ReconnectingConnection(broker_uri, on_ready(name), ioloop=loop))
+    with pytest.raises(RuntimeError):
+        connections[0].run()
+    for connection in connections:
+        connection.start()
+    thread = threading.Thread(target=loop.start, daemon=True)
+    thread.start()
+    thread.join(10)
+    assert not thread.is_alive()
+    loop.close()
+    assert sorted(ready) == ["a", "b"]
+    assert [c.state for c in connections] == ["stopped", "stopped"]
 
 
 @pytest.mark.broker

@@ -13,7 +13,7 @@ import pytest
 from pika.adapters.select_connection import IOLoop
 from pika.adapters.utils.io_services_utils import _AsyncPlaintextTransport
 
-from rtroute.amqp import frames, socket_io
+from rtroute.amqp import frames, pika_internals, socket_io
 from rtroute.amqp.pika_version import (
     TESTED,
     UntestedPikaWarning,
@@ -65,3 +65,18 @@ def test_the_fast_path_installs_on_this_pika_without_a_broker():
         left.close()
         right.close()
         loop.close()
+
+
+def test_the_method_ids_rtroute_matches_on_are_pika_specs():
+    """basic.deliver/ack/nack/publish as the frame reader and writer spell them."""
+    assert pika_internals.DELIVER_METHOD == b"\x00\x3c\x00\x3c"
+    assert pika_internals.ACK_METHOD == b"\x00\x3c\x00\x50"
+    assert pika_internals.NACK_METHOD == b"\x00\x3c\x00\x78"
+    assert pika_internals.PUBLISH_METHOD == b"\x00\x3c\x00\x28"
+
+
+def test_reading_cannot_be_paused_on_a_transport_other_than_plain_tcp():
+    """The shovel's read pause says it could not (TLS) instead of doing nothing silently."""
+    tls_like = mock.Mock(_transport=object())
+    assert pika_internals.set_reading(tls_like, False) is False
+    assert pika_internals.set_reading(None, False) is False
