@@ -43,14 +43,8 @@ from rtroute.config_lines import (
 )
 from rtroute.divert.graph import address_matches, find_cycle, watched_exchanges
 from rtroute.netaddr import is_loopback, split_listen
-from rtroute.shovel.config import (
-    ShovelConfig,
-    amqp_uri_problem,
-    check_unique,
-    parse_shovel,
-    selector_problem,
-    shortstr_problem,
-)
+from rtroute.shovel.config import ShovelConfig, check_unique, parse_shovel
+from rtroute.validators import amqp_uri_problem, selector_problem, shortstr_problem
 
 __all__ = [
     "DIVERT_KEY_SPELLINGS",

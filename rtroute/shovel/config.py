@@ -22,6 +22,12 @@ from rtroute.config_lines import (
     suggest,
     type_name,
 )
+from rtroute.validators import (
+    amqp_uri_problem,
+    management_uri_problem,
+    selector_problem,
+    shortstr_problem,
+)
 
 __all__ = [
     "ACK_MODES",
@@ -238,60 +244,7 @@ class ShovelConfig:
     consumer_args: dict[str, Any] = field(default_factory=dict)
 
 
-# ------------------------------------------------------------------------------------ checks
-
-
-def amqp_uri_problem(uri: str) -> str | None:
-    """Why ``uri`` is not an ``amqp://``/``amqps://`` URI, or ``None`` when it is one."""
-    from rtroute.amqp.uri import parse_uri, split_url
-
-    try:
-        parts, port = split_url(uri)
-    except ValueError as exc:
-        return f"is {exc}"
-    if parts.scheme not in ("amqp", "amqps"):
-        return "must start with amqp:// or amqps://"
-    if not uri.startswith(f"{parts.scheme}://"):
-        return f"must start with {parts.scheme}://"
-    if parts.fragment:
-        return "must not have a #fragment"
-    if port == 0:
-        return "has port 0"
-    if parts.path.count("/") > 1:
-        return "has a '/' in the vhost; write it as %2F"
-    try:
-        parse_uri(uri)
-    except ValueError as exc:
-        # "invalid AMQP URI '...': PROBLEM" (masked): keep the problem
-        return "is invalid: " + str(exc).rpartition("': ")[2]
-    return None
-
-
-def selector_problem(text: str) -> tuple[str, int | None] | None:
-    """``(message, position)`` when ``text`` is not a valid selector, else ``None``.
-
-    Uses ``rtroute.selector.compile`` when that module is importable and skips the check when
-    it is not (the config layer does not depend on the selector).
-    """
-    try:
-        from rtroute import selector
-    except ImportError:
-        return None
-    compile_selector = getattr(selector, "compile", None)
-    error_type = getattr(selector, "SelectorError", None)
-    if compile_selector is None or error_type is None:
-        return None
-    try:
-        compile_selector(text)
-    except error_type as exc:
-        return getattr(exc, "reason", str(exc)), getattr(exc, "position", None)
-    return None
-
-
-def shortstr_problem(value: str) -> str | None:
-    """Why ``value`` cannot be an AMQP short string (more than 255 UTF-8 bytes), or ``None``."""
-    size = len(value.encode("utf-8"))
-    return f"is {size} bytes long; AMQP allows at most 255" if size > 255 else None
+# ----------------------------------------------------------------------------------- helpers
 
 
 def _normalize_key(key: str) -> str:
@@ -706,7 +659,7 @@ def parse_shovel(
             "destination refuses nothing the shovel could see)",
         )
     if src_management_uri is not None:
-        problem = _management_uri_problem(src_management_uri)
+        problem = management_uri_problem(src_management_uri)
         if problem:
             raise reader.error_at((management_raw,) if management_raw else (),
                                   f"{reader.label(management_raw or 'src_management_uri')} "
@@ -748,20 +701,6 @@ def _parse_consumer_args(reader: TableReader) -> dict[str, Any]:
         return {}
     raw, value = got
     return dict(_pairs_table(reader, raw, value))
-
-
-def _management_uri_problem(uri: str) -> str | None:
-    """Why ``uri`` is not an ``http(s)://host[:port]/`` management URL, or ``None``."""
-    from urllib.parse import urlsplit
-
-    try:
-        parts = urlsplit(uri)
-        port = parts.port
-    except ValueError:  # its text may quote the password
-        return "is not a valid URL (its host or port cannot be read)"
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        return "must be http(s)://host[:port]/"
-    return "has port 0" if port == 0 else None
 
 
 def _parse_delete_after(reader: TableReader) -> str | int:
