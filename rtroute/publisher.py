@@ -59,6 +59,7 @@ __all__ = ["MessageFuture", "PublishError", "PublishFailed", "PublishNacked", "P
 
 LOG = logging.getLogger(__name__)
 BATCH = 500  # messages routed per core call
+FRAME_CACHE = 4096  # method + header frames kept for messages without properties
 
 
 class PublishError(Exception):
@@ -210,6 +211,7 @@ class RTopicPublisher:
         self._window: ConfirmWindow | None = None
         self._channel: Any = None
         self._fast: dict[bool, frames.PublishFrames] | None = None
+        self._head_cache: dict[tuple, bytes] = {}  # of one connection (its channel number)
         self._frame_max = 131072
         self._closing = False
         self._closed = False
@@ -381,6 +383,7 @@ class RTopicPublisher:
             reader = frames.install(connection)
             self._fast = {flag: frames.PublishFrames(channel.channel_number, 4096, flag)
                           for flag in (False, True)}
+            self._head_cache = {}
         except RuntimeError as exc:
             LOG.warning("publishing through pika (slower): %s", exc)
             reader, self._fast = None, None
@@ -494,16 +497,16 @@ class RTopicPublisher:
             if not window.has_room:
                 return False
             exchange, routing_key, bcc, headers, body, properties, mandatory = parts[0]
-            if bcc:
-                headers = {**headers, "BCC": list(bcc)}
             try:
                 if self._fast is not None:
-                    data, count = self._frames_of(exchange, routing_key, headers, body,
+                    data, count = self._frames_of(exchange, routing_key, headers, bcc, body,
                                                   properties, mandatory)
                     window.publish_frames(exchange, routing_key, data, count,
                                           body if mandatory else None, mandatory,
                                           callback=self._on_part, context=future)
                 else:
+                    if bcc:
+                        headers = {**headers, "BCC": list(bcc)}
                     window.publish(exchange, routing_key, body,
                                    _with_headers(properties, headers), mandatory,
                                    callback=self._on_part, context=future)
@@ -524,28 +527,43 @@ class RTopicPublisher:
             self._part_settled(future)
         return True
 
-    def _frames_of(self, exchange: str, routing_key: str, headers: dict[str, Any], body: bytes,
+    def _frames_of(self, exchange: str, routing_key: str, headers: dict[str, Any],
+                   bcc: tuple[str, ...] | None, body: bytes,
                    properties: pika.BasicProperties | None, mandatory: bool
                    ) -> tuple[bytes, int]:
         """The method, content header and body frames of one publish, and their number.
+
+        A message without properties or headers of its own (the common case) has a method and
+        header frame that depend only on where it goes, its ``BCC`` and its body size: those
+        are built once and kept (at most :data:`FRAME_CACHE` of them).
 
         Raises:
             ValueError: a property with no encoding, or a header frame over ``frame_max``.
         """
         method_frames = self._fast[mandatory]
-        if properties is None and not headers:
-            header = content_header_frame(method_frames.channel, len(body), None)
-        else:
-            values = {} if properties is None else \
-                {name: getattr(properties, name, None) for name in PROPERTY_NAMES}
-            values["headers"] = headers or None
-            header = content_header_frame(method_frames.channel, len(body), values)
-        if len(header) > self._frame_max:
-            raise ValueError(f"the properties and headers take {len(header)} bytes, more than "
-                             f"the connection's frame_max ({self._frame_max})")
+        plain = properties is None and not headers
+        key = (exchange, routing_key, bcc, len(body), mandatory) if plain else None
+        head = self._head_cache.get(key) if plain else None
+        if head is None:
+            if bcc:
+                headers = {**headers, "BCC": list(bcc)}
+            if properties is None and not headers:
+                header = content_header_frame(method_frames.channel, len(body), None)
+            else:
+                values = {} if properties is None else \
+                    {name: getattr(properties, name, None) for name in PROPERTY_NAMES}
+                values["headers"] = headers or None
+                header = content_header_frame(method_frames.channel, len(body), values)
+            if len(header) > self._frame_max:
+                raise ValueError(f"the properties and headers take {len(header)} bytes, more "
+                                 f"than the connection's frame_max ({self._frame_max})")
+            head = method_frames.get(exchange, routing_key) + header
+            if plain:
+                if len(self._head_cache) >= FRAME_CACHE:
+                    self._head_cache.clear()
+                self._head_cache[key] = head
         chunks = frames.body_frames(method_frames.channel, body, self._frame_max)
-        return (method_frames.get(exchange, routing_key) + header + b"".join(chunks),
-                2 + len(chunks))
+        return head + b"".join(chunks), 2 + len(chunks)
 
     def _on_part(self, part: PublishFuture) -> None:
         future: MessageFuture = part.context

@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from rtroute.amqp import connect_blocking, publish
 from rtroute.amqp.uri import parse_uri
-from rtroute.bench.publish import BINDINGS, Shape, _pika_path, _Setup
+from rtroute.bench.publish import BINDINGS, Shape, _pika_path, _probed_pika_path, _Setup
 from rtroute.netaddr import free_port
 
 DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
@@ -68,7 +68,8 @@ def run_shape(uri: str, shape: Shape, proxied: str, echo: Callable[[str], None],
     """One shape, each path ``repeat`` times (alternating); returns the median rates."""
     conn = connect_blocking(uri, "rtroute bench proxy", heartbeat=0)
     channel = conn.channel()
-    plugin_conn = connect_blocking(plugin_uri, "rtroute bench proxy", heartbeat=0) if plugin_uri else None
+    plugin_conn = connect_blocking(plugin_uri, "rtroute bench proxy", heartbeat=0) \
+        if plugin_uri else None
     plugin_channel = plugin_conn.channel() if plugin_conn else None
     setup = _Setup(channel, shape, uuid.uuid4().hex[:6], plugin_channel, bindings)
     rates: dict[str, list[float]] = {"native": [], "proxy": []}
@@ -88,10 +89,15 @@ def run_shape(uri: str, shape: Shape, proxied: str, echo: Callable[[str], None],
             rates["proxy"].append(_pika_path(proxied, setup.name, shape.rtopic_key, shape,
                                              channel, setup.queues))
             if plugin_channel is not None:
-                for queue in setup.plugin_queues:
-                    plugin_channel.queue_purge(queue)
-                rates["plugin"].append(_pika_path(plugin_uri, setup.name, shape.rtopic_key,
-                                                  shape, plugin_channel, setup.plugin_queues))
+                def purge_plugin() -> None:
+                    for queue in setup.plugin_queues:
+                        plugin_channel.queue_purge(queue)
+
+                purge_plugin()
+                rate, _probed = _probed_pika_path(plugin_uri, setup.name, shape.rtopic_key,
+                                                  shape, plugin_channel, setup.plugin_queues,
+                                                  purge_plugin)
+                rates["plugin"].append(rate)
             echo(f"  {shape.label}, run {run_number}/{repeat}: " + ", ".join(
                 f"{path} {values[-1]:,.0f}" for path, values in rates.items()) + " msg/s")
     finally:
