@@ -160,24 +160,32 @@ def bench_confirms(uri: str, persistent: bool, json_path: str | None) -> None:
               help="Multiply the message counts (0.1 for a quick look).")
 @click.option("--bindings", default=10_000, show_default=True, type=click.IntRange(100),
               help="Bindings per shape (the matched ones included).")
+@click.option("--bindings-type", default="topic", show_default=True,
+              type=click.Choice(["topic", "direct"]),
+              help="Type of NAME.bindings (direct: RabbitMQ 4 indexes direct routing; needs "
+                   "--no-sidecar, which declares a topic exchange).")
 @click.option("--visibility", is_flag=True,
               help="Also measure bind/unbind -> seen by a running publisher (20 trials).")
 @json_option
 def bench_publish(uri: str, management_uri: str | None, plugin_uri: str | None, repeat: int,
-                  no_sidecar: bool, scale: float, bindings: int, visibility: bool,
-                  json_path: str | None) -> None:
+                  no_sidecar: bool, scale: float, bindings: int, bindings_type: str,
+                  visibility: bool, json_path: str | None) -> None:
     """Publisher-side routing vs a native topic exchange, the sidecar and the plugin: 10k
     bindings; 1, 10, 100 queues/msg; literal, *, trailing # and leading # keys."""
     import dataclasses
 
     from rtroute.bench.publish import SHAPES, json_rows, measure_visibility, run
 
+    if bindings_type != "topic" and not no_sidecar:
+        raise click.UsageError("--bindings-type direct needs --no-sidecar")
     shapes = [dataclasses.replace(s, messages=max(100, int(s.messages * scale))) for s in SHAPES]
     rows = run(uri, shapes, echo=click.echo, repeat=repeat, management_uri=management_uri,
-               plugin_uri=plugin_uri, sidecar=not no_sidecar, bindings=bindings)
+               plugin_uri=plugin_uri, sidecar=not no_sidecar, bindings=bindings,
+               bindings_type=bindings_type)
     extra = {"visibility": measure_visibility(uri, management_uri, echo=click.echo)} \
         if visibility else None
     _save(json_path, "publish", {"repeat": repeat, "scale": scale, "bindings": bindings,
+                                 "bindings_type": bindings_type,
                                  "plugin": plugin_uri is not None}, json_rows(rows), uri=uri,
           extra=extra)
 

@@ -72,13 +72,13 @@ class _Setup:
     """The queues and bindings of one shape on one broker, for every path at once."""
 
     def __init__(self, channel: Any, shape: Shape, tag: str, plugin_channel: Any = None,
-                 bindings: int = BINDINGS):
+                 bindings: int = BINDINGS, bindings_type: str = "topic"):
         self.name = f"rtroute.bench.{tag}"
         self.native = f"{self.name}.native"
         self.queues = [f"{self.name}.q{i}" for i in range(shape.matched)]
         self.fillers = [f"{self.name}.f{i}" for i in range(10)]
         channel.exchange_declare(self.native, "topic", durable=True)
-        channel.exchange_declare(f"{self.name}.bindings", "topic", durable=True)
+        channel.exchange_declare(f"{self.name}.bindings", bindings_type, durable=True)
         for i, queue in enumerate(self.queues):
             channel.queue_declare(queue, exclusive=True)
             channel.queue_bind(queue, f"{self.name}.bindings", f"hit.app1.mod1.t{i}")
@@ -189,8 +189,12 @@ def _wait_sidecar(proc: Any, port: int, bindings: int) -> None:
 
 def run_shape(uri: str, shape: Shape, echo: Callable[[str], None], repeat: int = 3,
               management_uri: str | None = None, plugin_uri: str | None = None,
-              sidecar: bool = True, bindings: int = BINDINGS) -> dict:
-    """Measures one shape on every path ``repeat`` times; returns the median rates."""
+              sidecar: bool = True, bindings: int = BINDINGS,
+              bindings_type: str = "topic") -> dict:
+    """Measures one shape on every path ``repeat`` times; returns the median rates.
+
+    ``bindings_type`` is the type of ``NAME.bindings`` (the sidecar declares a topic
+    exchange, so ``direct`` needs ``sidecar=False``)."""
     from rtroute.publisher import RTopicPublisher
 
     tag = uuid.uuid4().hex[:6]
@@ -200,7 +204,7 @@ def run_shape(uri: str, shape: Shape, echo: Callable[[str], None], repeat: int =
     plugin_conn = connect_blocking(plugin_uri, "rtroute bench publish", heartbeat=0) \
         if plugin_uri else None
     plugin_channel = plugin_conn.channel() if plugin_conn else None
-    setup = _Setup(channel, shape, tag, plugin_channel, bindings)
+    setup = _Setup(channel, shape, tag, plugin_channel, bindings, bindings_type)
     proc = None
     rates: dict[str, list[float]] = {"native": [], "publisher": []}
     if sidecar:
@@ -257,6 +261,7 @@ def run_shape(uri: str, shape: Shape, echo: Callable[[str], None], repeat: int =
     return {"scenario": shape.label, "messages": shape.messages,
             "queues_per_message": shape.matched, "bindings": bindings,
             "rtopic_key": shape.rtopic_key, "topic_binding": shape.topic_binding,
+            "bindings_type": bindings_type,
             **{f"{path}_msgs_per_s": rate for path, rate in medians.items()},
             "publisher_vs_native": medians["publisher"] / medians["native"],
             "plugin_probe_only": plugin_probed,
@@ -267,12 +272,17 @@ def run_shape(uri: str, shape: Shape, echo: Callable[[str], None], repeat: int =
 def run(uri: str = DEFAULT_URI, shapes: list[Shape] = SHAPES,
         echo: Callable[[str], None] = print, repeat: int = 3,
         management_uri: str | None = None, plugin_uri: str | None = None,
-        sidecar: bool = True, bindings: int = BINDINGS) -> list[dict]:
+        sidecar: bool = True, bindings: int = BINDINGS,
+        bindings_type: str = "topic") -> list[dict]:
     """Runs every shape; prints progress and a table of medians; returns the rows."""
+    if bindings_type != "topic" and sidecar:
+        raise ValueError("the sidecar declares NAME.bindings as a topic exchange: "
+                         f"bindings_type={bindings_type!r} needs sidecar=False")
     echo(f"publisher-side routing vs native topic exchange ({bindings:,} bindings, "
-         f"{BODY}-byte messages, median of {repeat} runs)")
-    rows = [run_shape(uri, s, echo, repeat, management_uri, plugin_uri, sidecar, bindings)
-            for s in shapes]
+         f"{BODY}-byte messages, NAME.bindings a {bindings_type} exchange, median of {repeat} "
+         "runs)")
+    rows = [run_shape(uri, s, echo, repeat, management_uri, plugin_uri, sidecar, bindings,
+                      bindings_type) for s in shapes]
     paths = [p for p in ("native", "publisher", "sidecar", "plugin")
              if f"{p}_msgs_per_s" in rows[0]]
     titles = {"native": "topic exchange", "publisher": "publisher-side", "sidecar": "sidecar",
