@@ -133,7 +133,7 @@ tests=(tests/core tests/routing tests/selector tests/packaging/test_pika_range.p
 import_all='
 import importlib, pkgutil, rtroute, rtroute.core
 assert rtroute.core.IMPLEMENTATION == "native", rtroute.core.FALLBACK_REASON
-optional = {"pyspark", "pyarrow", "pandas", "marisa_trie"}  # extras, not installed here
+optional = {"pyspark", "pyarrow", "pandas", "marisa_trie", "matplotlib"}  # extras, not here
 names = [m.name for m in pkgutil.walk_packages(rtroute.__path__, "rtroute.")]
 for name in names:
     try:

@@ -94,7 +94,8 @@ def run_shape(uri: str, shape: Shape, proxied: str, echo: Callable[[str], None],
                         plugin_channel.queue_purge(queue)
 
                 purge_plugin()
-                rate, _probed = _probed_pika_path(plugin_uri, setup.name, shape.rtopic_key,
+                rate, _probed = _probed_pika_path(plugin_uri, setup.plugin_exchange,
+                                                  shape.rtopic_key,
                                                   shape, plugin_channel, setup.plugin_queues,
                                                   purge_plugin)
                 rates["plugin"].append(rate)

@@ -89,17 +89,20 @@ class _Setup:
             queue = self.fillers[j % len(self.fillers)]
             channel.queue_bind(queue, f"{self.name}.bindings", _filler(j))
             channel.queue_bind(queue, self.native, _filler(j))
+        # the plugin's exchange and queues have names of their own: its broker may be this one
+        self.plugin_exchange = f"{self.name}.plugin"
         self.plugin_queues: list[str] = []
         if plugin_channel is not None:
-            plugin_channel.exchange_declare(self.name, "x-rtopic", durable=True)
+            plugin_channel.exchange_declare(self.plugin_exchange, "x-rtopic", durable=True)
             for i in range(shape.matched):
                 queue = plugin_channel.queue_declare(
-                    f"{self.name}.q{i}", exclusive=True).method.queue
-                plugin_channel.queue_bind(queue, self.name, f"hit.app1.mod1.t{i}")
+                    f"{self.plugin_exchange}.q{i}", exclusive=True).method.queue
+                plugin_channel.queue_bind(queue, self.plugin_exchange, f"hit.app1.mod1.t{i}")
                 self.plugin_queues.append(queue)
-            filler = plugin_channel.queue_declare(f"{self.name}.f", exclusive=True).method.queue
+            filler = plugin_channel.queue_declare(f"{self.plugin_exchange}.f",
+                                                  exclusive=True).method.queue
             for j in range(bindings - shape.matched):
-                plugin_channel.queue_bind(filler, self.name, _filler(j))
+                plugin_channel.queue_bind(filler, self.plugin_exchange, _filler(j))
 
     def purge(self, channel: Any) -> None:
         for queue in self.queues:
@@ -112,7 +115,7 @@ class _Setup:
             channel.exchange_delete(exchange)
         channel.queue_delete(f"rtroute.ingress.{self.name}")
         if plugin_channel is not None:
-            plugin_channel.exchange_delete(self.name)
+            plugin_channel.exchange_delete(self.plugin_exchange)
 
 
 def _pika_path(uri: str, exchange: str, key: str, shape: Shape, channel: Any,
@@ -240,7 +243,8 @@ def run_shape(uri: str, shape: Shape, echo: Callable[[str], None], repeat: int =
                             plugin_channel.queue_purge(queue)
 
                     purge_plugin()
-                    rate, probed = _probed_pika_path(plugin_uri, setup.name, shape.rtopic_key,
+                    rate, probed = _probed_pika_path(plugin_uri, setup.plugin_exchange,
+                                                     shape.rtopic_key,
                                                      shape, plugin_channel,
                                                      setup.plugin_queues, purge_plugin)
                     rates["plugin"].append(rate)
