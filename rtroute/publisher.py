@@ -193,6 +193,7 @@ class RTopicPublisher:
         self.exchange = exchange
         self.bindings_exchange = f"{exchange}.bindings"
         self.masked_uri = mask_uri(uris[0])
+        self._vhost = vhost
         self._router = ExchangeRouter(exchange, "rtopic", bcc_alias)
         self._management = ManagementClient.from_amqp_uri(uris[0], management_uri)
         self._watcher = BindingWatcher(
@@ -399,6 +400,11 @@ class RTopicPublisher:
     def _verify_management(self, connection: Any) -> None:
         try:
             self._management.verify_broker()
+            # topic (3.x layouts) or direct (4.x): how RabbitMQ treats a bound key's
+            # literal '*'/'#' words, which the planner must know
+            kind = self._management.exchange(self.bindings_exchange, self._vhost).get("type")
+            if kind in ("topic", "direct"):
+                self._router.bindings_type = kind
         except WrongBroker as exc:
             self._give_up(str(exc))
             return

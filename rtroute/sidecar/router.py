@@ -84,12 +84,17 @@ class ExchangeRouter:
         alternate_exchange: where unroutable messages go (declared as the alternate exchange of
             ``NAME.bindings``, so publishing there unrouted reaches it).
         frame_max: the negotiated frame size that bounds one publish's BCC list.
+        bindings_type: the type of ``NAME.bindings`` (``topic`` or ``direct``; see
+            :func:`rtroute.sidecar.delivery.bindings_exchange_type`): on a topic exchange
+            RabbitMQ treats a bound key's literal ``*``/``#`` words as wildcards. It may be
+            set later (once the broker said which type the exchange has).
     """
 
     def __init__(self, name: str, kind: str = "rtopic", bcc_alias: str = DEFAULT_BCC_ALIAS,
                  alternate_exchange: str | None = None,
-                 frame_max: int = DEFAULT_FRAME_MAX) -> None:
+                 frame_max: int = DEFAULT_FRAME_MAX, bindings_type: str = "topic") -> None:
         self.name = name
+        self.bindings_type = bindings_type
         self.bindings_exchange = f"{name}.bindings"
         self.bcc_alias = bcc_alias
         self.alternate_exchange = alternate_exchange
@@ -123,9 +128,9 @@ class ExchangeRouter:
         return removed
 
     def destinations_of(self, key: str) -> set[Destination]:
-        """Where RabbitMQ's topic ``NAME.bindings`` delivers a publish routed with ``key``."""
+        """Where RabbitMQ's ``NAME.bindings`` delivers a publish routed with ``key``."""
         found = set(self._destinations_by_key.get(key, ()))
-        if len(self._wildcards):
+        if len(self._wildcards) and self.bindings_type == "topic":
             for wildcard in self._wildcards.match(key):
                 found |= self._destinations_by_key[wildcard]
         return found

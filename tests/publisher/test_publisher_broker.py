@@ -299,3 +299,23 @@ def test_headers_larger_than_a_frame_fail_that_message_only(channel, managed, br
             big.result(timeout=10)
         ok.result(timeout=10)
     assert [b for _m, _p, b in drain(channel, queues["A"])] == [b"ok"]
+
+
+def test_a_direct_bindings_exchange_as_rabbitmq_4_layouts_have_it(channel, broker_uri,
+                                                                   management_uri):
+    """RabbitMQ 4 indexes direct routing, so 4.x layouts declare NAME.bindings as direct; a
+    bound key with a literal '*' word is then plain words, as with the plugin."""
+    name = f"rtroute.test.pub.{uuid.uuid4().hex[:8]}"
+    channel.exchange_declare(f"{name}.bindings", "direct", durable=True)
+    try:
+        queues = bind_queues(channel, name, {**PLUGIN, "W": "server1.*.mod1.info"})
+        with publisher(name, broker_uri, management_uri) as pub:
+            wait_for(lambda: len(pub.bindings) == 7)
+            with_w = {"#.info", "#.mod1.info", "#"}  # the keys whose pattern spans W
+            for key, expected in [*((k, e + "W" * (k in with_w)) for k, e in README_TABLE),
+                                  ("server1.*.mod1.info", "ACW")]:
+                pub.publish(key, key.encode()).result(timeout=10)
+                for letter, queue in queues.items():
+                    assert len(drain(channel, queue)) == (letter in expected), (key, letter)
+    finally:
+        channel.exchange_delete(f"{name}.bindings")

@@ -111,6 +111,25 @@ def test_literal_wildcard_binding_is_planned_as_rabbitmq_routes_it():
                                                                 for i in range(200)]}
 
 
+def test_a_direct_bindings_exchange_matches_literal_wildcard_words_literally():
+    r = ExchangeRouter("w", bindings_type="direct")
+    r.bind(("queue", "wild"), "k.*")
+    r.bind(("queue", "q7"), "k.7")
+    assert r.destinations_of("k.7") == {("queue", "q7")}  # as the plugin: plain words
+    assert r.destinations_of("k.*") == {("queue", "wild")}
+    r.bindings_type = "topic"  # what RabbitMQ's topic NAME.bindings would do
+    assert r.destinations_of("k.7") == {("queue", "q7"), ("queue", "wild")}
+
+
+@pytest.mark.parametrize(("version", "expected"), [
+    ("3.10.8", "topic"), ("3.13.7", "topic"), ("4.0.5", "direct"), ("4.1.0-rc.1", "direct"),
+    ("5.0.0", "direct"), (None, "topic"), ("", "topic"), ("unknown", "topic")])
+def test_bindings_exchange_type_per_broker_version(version, expected):
+    from rtroute.sidecar.delivery import bindings_exchange_type
+
+    assert bindings_exchange_type(version) == expected
+
+
 def test_the_bcc_budget_leaves_room_for_the_whole_headers_table_of_routing_headers():
     """The ingress decodes only CC/BCC/the alias (RoutingHeaders) but tells the table's full
     size: the BCC lists planned must leave room for every other entry."""
