@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import bisect
 import platform
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, PlatformCollector, ProcessCollector
@@ -22,7 +22,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.exposition import generate_latest
 
-__all__ = ["LatencyHistogram", "render"]
+__all__ = ["LatencyHistogram", "counter_metrics", "render"]
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
                    5.0, 10.0)
@@ -51,6 +51,19 @@ class LatencyHistogram:
             running += count
             buckets.append(("+Inf" if bound == float("inf") else str(bound), running))
         return {"buckets": buckets, "sum": self.sum}
+
+
+def counter_metrics(prefix: str, described: Mapping[str, str],
+                    rows: Iterable[tuple[Mapping[str, str], Mapping[str, Any]]]
+                    ) -> dict[str, dict[str, Any]]:
+    """The ``/metrics`` form of counters declared once as ``described`` (name -> help text):
+    ``{prefix}{name}_total`` per name, with a sample per row of ``rows``: ``(labels, values)``,
+    ``values`` the component's counters by name (what ``/status`` shows)."""
+    rows = list(rows)
+    return {f"{prefix}{name}_total": {
+        "help": help_text, "type": "counter",
+        "samples": [(labels, values[name]) for labels, values in rows]}
+        for name, help_text in described.items()}
 
 
 class _StatusCollector:

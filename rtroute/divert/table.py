@@ -30,6 +30,15 @@ from rtroute.selector import compile as compile_selector
 
 ROUTING_TYPES = ("ANYCAST", "MULTICAST", "PASS", "STRIP")
 
+#: Per-divert counter -> help text (a :class:`Divert`'s attributes and ``status()`` fields,
+#: ``rtroute_divert_*_total`` in ``/metrics``).
+DIVERT_COUNTERS: dict[str, str] = {
+    "matched": "Messages a divert fired for",
+    "forwarded": "Diverted copies confirmed by the broker",
+    "dead_lettered": "Diverted copies sent to rtroute.dead",
+    "unrouted": "Diverted copies no queue took",
+}
+
 
 class DivertError(ValueError):
     """A divert that cannot be added or removed (the message says why)."""
@@ -119,9 +128,8 @@ class Divert:
             "name": c.name, "address": c.address, "forwarding_address": c.forwarding_address,
             "filter": c.filter, "exclusive": c.exclusive, "routing_name": c.routing_name,
             "routing_key": c.routing_key, "routing_type": c.routing_type,
-            "transformer": c.transformer, "origin": self.origin, "matched": self.matched,
-            "forwarded": self.forwarded, "dead_lettered": self.dead_lettered,
-            "unrouted": self.unrouted,
+            "transformer": c.transformer, "origin": self.origin,
+            **{name: getattr(self, name) for name in DIVERT_COUNTERS},
         }
 
     def __repr__(self) -> str:

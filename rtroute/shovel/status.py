@@ -30,6 +30,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from rtroute.amqp.uri import mask_uri
+from rtroute.metrics import counter_metrics
 from rtroute.shovel.config import RefusedShovel, ShovelConfig
 
 __all__ = ["COUNTERS", "ShovelState", "ShovelStatus", "StatusRegistry", "scrub",
@@ -347,13 +348,8 @@ class StatusRegistry:
     def metrics(self) -> dict[str, Any]:
         """Counters and states in the form :func:`rtroute.ops_http.prometheus_text` renders."""
         shovels = self.all()
-        out: dict[str, Any] = {}
-        for counter, help_text in COUNTERS.items():
-            out[f"rtroute_shovel_{counter}_total"] = {
-                "help": help_text,
-                "type": "counter",
-                "samples": [(_labels(s), s.counters[counter]) for s in shovels],
-            }
+        out = counter_metrics("rtroute_shovel_", COUNTERS,
+                              [(_labels(s), s.counters) for s in shovels])
         out["rtroute_shovel_state"] = {
             "help": "1 for the state each shovel is in, 0 for the others.",
             "type": "gauge",

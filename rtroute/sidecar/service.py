@@ -24,6 +24,7 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import dataclasses
+import enum
 import logging
 import queue
 import struct
@@ -31,7 +32,6 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any, Callable
 
 import pika
@@ -69,7 +69,8 @@ from rtroute.divert import (
     resolve_target,
 )
 from rtroute.divert.copies import EXCHANGE, QUEUE
-from rtroute.metrics import LatencyHistogram
+from rtroute.divert.table import DIVERT_COUNTERS
+from rtroute.metrics import LatencyHistogram, counter_metrics
 from rtroute.selector import MessageFacts
 from rtroute.sidecar.divert_store import DivertStore, divert_json
 from rtroute.sidecar.ingress import IngressMessage
@@ -165,25 +166,54 @@ DEAD_LETTER_DECLARATIONS = [
 ]
 
 
-@dataclass
-class Counters:
-    """Per-exchange counters since start (plain ints: readable from the HTTP thread)."""
+#: Per-exchange counter -> help text: declared once, shown by ``/status`` (each exchange's
+#: ``counters`` fields, also at its top level) and ``/metrics`` (``rtroute_exchange_*_total``).
+EXCHANGE_COUNTERS: dict[str, str] = {
+    "received": "Ingress messages received",
+    "routed": "Messages routed to at least one binding",
+    "unroutable": "Messages that matched no binding",
+    "dead_lettered": "Malformed messages sent to rtroute.dead",
+    "diverted": "Messages taken away by an exclusive divert",
+    "republished": "Republishes confirmed by the broker",
+    "requeued": "Ingress messages requeued after a nack",
+    "redelivered": "Ingress messages seen again (at-least-once)",
+    "returned": "Republishes returned: bindings changed meanwhile",
+    # straight to a queue through the default exchange (a match set too large for one
+    # frame's BCC): consumers see exchange "" and the queue name as routing key
+    "direct_to_queue": "Republishes straight to a queue (BCC too big)",
+    # all RabbitMQ leaves of a publish whose only header was BCC (stripped before the
+    # ingress queue); some clients send an empty table anyway
+    "empty_headers": "Messages with an empty headers table",
+}
 
-    received: int = 0
-    routed: int = 0
-    unroutable: int = 0
-    dead_lettered: int = 0
-    republished: int = 0
-    requeued: int = 0
-    redelivered: int = 0
-    returned: int = 0
-    # republished straight to a queue through the default exchange (a match set too large
-    # for one frame's BCC): consumers see exchange "" and the queue name as routing key
-    direct_to_queue: int = 0
-    # arrived with an empty headers table: all RabbitMQ leaves of a publish whose only header
-    # was BCC (stripped before the ingress queue); some clients send an empty table anyway
-    empty_headers: int = 0
-    diverted: int = 0
+
+class Counters:
+    """Per-exchange counters since start (see :data:`EXCHANGE_COUNTERS`; plain ints,
+    attributes on the hot path, readable from the HTTP thread)."""
+
+    __slots__ = tuple(EXCHANGE_COUNTERS)
+
+    def __init__(self) -> None:
+        for name in self.__slots__:
+            setattr(self, name, 0)
+
+    def as_dict(self) -> dict[str, int]:
+        """Every counter by name, in :data:`EXCHANGE_COUNTERS` order."""
+        return {name: getattr(self, name) for name in self.__slots__}
+
+
+class ExchangeState(enum.Enum):
+    """What a managed exchange is doing (``/status`` shows the value)."""
+
+    STARTING = "starting"
+    """Connecting, declaring, learning bindings."""
+    RUNNING = "running"
+    """Consuming its ingress queue."""
+    RECONNECTING = "reconnecting"
+    """The connection or a channel was lost; unacked messages will be redelivered."""
+    STOPPING = "stopping"
+    """Stopped consuming; waiting for the confirms of what is in flight."""
+    STOPPED = "stopped"
 
 
 class _Pending(Delivery):
@@ -250,7 +280,7 @@ class ManagedExchange:
         self.last_unroutable: collections.deque[tuple[str, str]] = collections.deque(maxlen=5)
         self._unroutable_logged_at = -1e9
         self._unroutable_since_log = 0
-        self.state = "starting"
+        self.state = ExchangeState.STARTING
         self.since = time.time()
         self.consumer_tag: str | None = None
         self.watcher: BindingWatcher | None = None
@@ -289,7 +319,7 @@ class ManagedExchange:
             self._unroutable_logged_at = now
             self._unroutable_since_log = 0
 
-    def set_state(self, state: str) -> None:
+    def set_state(self, state: ExchangeState) -> None:
         if state != self.state:
             self.state = state
             self.since = time.time()
@@ -299,7 +329,7 @@ class ManagedExchange:
         return {
             "name": self.spec.name,
             "kind": self.spec.kind,
-            "state": self.state,
+            "state": self.state.value,
             "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.since)),
             # broker-routed kinds: RabbitMQ holds the bindings, the sidecar does not track them
             "bindings_known": None if self.broker_routed else len(self.router.bindings()),
@@ -308,17 +338,7 @@ class ManagedExchange:
             "last_bindings_disagreement": None if self.watcher is None
             else self.watcher.last_disagreement,
             "in_flight": in_flight,
-            "received": c.received,
-            "routed": c.routed,
-            "unroutable": c.unroutable,
-            "dead_lettered": c.dead_lettered,
-            "diverted": c.diverted,
-            "republished": c.republished,
-            "requeued": c.requeued,
-            "redelivered": c.redelivered,
-            "returned": c.returned,
-            "direct_to_queue": c.direct_to_queue,
-            "empty_headers": c.empty_headers,
+            **c.as_dict(),
             "last_unroutable": [{"at": at, "routing_key": key}
                                 for at, key in self.last_unroutable],
             "bcc_alias_header": self.spec.bcc_alias_header,
@@ -726,25 +746,11 @@ class Sidecar:
         diverts = self._diverts_status()
         healthy = self._connection.state not in ("stopped",) and self._window is not None \
             and not self._window.closed
-        metrics: dict[str, dict] = {}
         vhost = self._vhost
-        for key, help_text in (("received", "Ingress messages received"),
-                               ("routed", "Messages routed to at least one binding"),
-                               ("unroutable", "Messages that matched no binding"),
-                               ("dead_lettered", "Malformed messages sent to rtroute.dead"),
-                               ("diverted", "Messages taken away by an exclusive divert"),
-                               ("republished", "Republishes confirmed by the broker"),
-                               ("requeued", "Ingress messages requeued after a nack"),
-                               ("redelivered", "Ingress messages seen again (at-least-once)"),
-                               ("returned", "Republishes returned: bindings changed meanwhile"),
-                               ("direct_to_queue", "Republishes straight to a queue (BCC too big)"),
-                               ("empty_headers", "Messages with an empty headers table"),
-                               ("bindings_disagreements",
-                                "Binding re-listings that disagreed with the event stream")):
-            metrics[f"rtroute_exchange_{key}_total"] = {
-                "help": help_text, "type": "counter",
-                "samples": [({"exchange": e["name"], "vhost": vhost}, e[key])
-                            for e in exchanges]}
+        metrics: dict[str, dict] = counter_metrics(
+            "rtroute_exchange_", {**EXCHANGE_COUNTERS, "bindings_disagreements":
+                                  "Binding re-listings that disagreed with the event stream"},
+            [({"exchange": e["name"], "vhost": vhost}, e) for e in exchanges])
         metrics["rtroute_exchange_bindings"] = {
             "help": "Bindings known", "type": "gauge",
             "samples": [({"exchange": e["name"], "vhost": vhost}, e["bindings_known"])
@@ -754,13 +760,9 @@ class Sidecar:
             "type": "histogram",
             "samples": [({"exchange": ex.spec.name, "vhost": vhost}, ex.latency.sample())
                         for ex in self.exchanges.values()]}
-        for key, help_text in (("matched", "Messages a divert fired for"),
-                               ("forwarded", "Diverted copies confirmed by the broker"),
-                               ("dead_lettered", "Diverted copies sent to rtroute.dead"),
-                               ("unrouted", "Diverted copies no queue took")):
-            metrics[f"rtroute_divert_{key}_total"] = {
-                "help": help_text, "type": "counter",
-                "samples": [({"divert": d["name"], "vhost": vhost}, d[key]) for d in diverts]}
+        metrics.update(counter_metrics(
+            "rtroute_divert_", DIVERT_COUNTERS,
+            [({"divert": d["name"], "vhost": vhost}, d) for d in diverts]))
         metrics["rtroute_in_flight"] = {"help": "Ingress messages awaiting confirms",
                                         "type": "gauge", "samples": [({}, in_flight)]}
         metrics["rtroute_connects_total"] = {"help": "Broker connections made", "type": "counter",
@@ -908,7 +910,7 @@ class Sidecar:
         channel.add_on_cancel_callback(self._on_broker_cancel)
         for ex in self.exchanges.values():
             ex.consumer_tag = None
-            ex.set_state("starting")
+            ex.set_state(ExchangeState.STARTING)
 
         self._frame_max = getattr(getattr(connection, "params", None), "frame_max", None) \
             or self._frame_max
@@ -1073,8 +1075,8 @@ class Sidecar:
         # deliveries reach _on_delivery through the frame reader; pika never sees them
         ex.consumer_tag = ch.basic_consume(ex.spec.ingress_queue, self._on_unexpected_message)
         self._consumers[ex.consumer_tag] = ex
-        ex.set_state("running")
-        if not self._notified_ready and all(e.state == "running"
+        ex.set_state(ExchangeState.RUNNING)
+        if not self._notified_ready and all(e.state is ExchangeState.RUNNING
                                             for e in self.exchanges.values()):
             self._notified_ready = True
             sd_notify.notify(f"READY=1\nSTATUS=serving {len(self.exchanges)} exchange(s)")
@@ -1154,7 +1156,8 @@ class Sidecar:
             self._probe = None
         for ex in self.exchanges.values():
             ex.consumer_tag = None
-            ex.set_state("stopped" if self._stopping else "reconnecting")
+            ex.set_state(ExchangeState.STOPPED if self._stopping
+                         else ExchangeState.RECONNECTING)
         if not self._stopping and was_serving:
             LOG.warning("unacked ingress messages will be redelivered after the reconnect")
 
@@ -1173,7 +1176,7 @@ class Sidecar:
             return
         LOG.warning("exchange %s: the broker cancelled the consumer of %s (queue deleted?): "
                     "reconnecting to declare it again", ex.spec.name, ex.spec.ingress_queue)
-        ex.set_state("reconnecting")
+        ex.set_state(ExchangeState.RECONNECTING)
         self._reconnect_now()
 
     def _on_window_closed(self, reason: str) -> None:
@@ -1203,7 +1206,7 @@ class Sidecar:
             ex.consumer_tag = None
             if ex.watcher is not None:
                 ex.watcher.stop()
-            ex.set_state("stopping")
+            ex.set_state(ExchangeState.STOPPING)
         self._flush()
         deadline = time.monotonic() + drain_timeout
 
@@ -1213,7 +1216,7 @@ class Sidecar:
                 self._connection.ioloop.call_later(0.05, check)
                 return
             for ex in self.exchanges.values():
-                ex.set_state("stopped")
+                ex.set_state(ExchangeState.STOPPED)
             self._connection.stop()
 
         check()
