@@ -123,7 +123,9 @@ class ReconnectingConnection:
             declarations ran; ``channel`` is the open channel they ran on (now the caller's) and
             ``last_queue`` the most recently declared queue (None if none). Runs in the ioloop.
         on_lost: ``on_lost(reason)`` when a ready connection is lost or an attempt fails.
-        declarations: run on every connect (see :mod:`rtroute.amqp.declarations`).
+        declarations: run on every connect (see :mod:`rtroute.amqp.declarations`); or a
+            function ``declarations(connection)`` returning them, called on each connect
+            (after ``connection.start``, so it may depend on the broker's version).
         backoff: delays between attempts (default ``Backoff()``); it is reset once a connection
             has stayed up for ``stable_after`` seconds.
         reconnect: False to stop after the first failure or loss (``run()`` then returns).
@@ -146,7 +148,7 @@ class ReconnectingConnection:
         uris: str | Sequence[str],
         on_ready: OnReady,
         on_lost: Callable[[str], Any] | None = None,
-        declarations: Iterable[Any] = (),
+        declarations: Iterable[Any] | Callable[[Any], Iterable[Any]] = (),
         backoff: Backoff | None = None,
         reconnect: bool = True,
         connection_name: str | None = None,
@@ -158,7 +160,8 @@ class ReconnectingConnection:
         self._uris = _as_uri_list(uris)
         self._on_ready = on_ready
         self._on_lost = on_lost
-        self._declarations = parse_declarations(declarations)
+        self._make_declarations = declarations if callable(declarations) else None
+        self._declarations = [] if callable(declarations) else parse_declarations(declarations)
         self._backoff = backoff or Backoff()
         self._reconnect = reconnect
         self._connection_name = connection_name
@@ -277,7 +280,14 @@ class ReconnectingConnection:
                 self._close_detail = f"declarations failed: {exc}"
                 connection.close(320, "declarations failed")
 
-        declare_async(channel, self._declarations, on_done, on_error)
+        declarations = self._declarations
+        if self._make_declarations is not None:
+            try:
+                declarations = parse_declarations(self._make_declarations(connection))
+            except ValueError as exc:
+                on_error(exc)
+                return
+        declare_async(channel, declarations, on_done, on_error)
 
     def _on_open_error(self, _connection: Any, error: Exception) -> None:
         self._connection = None

@@ -27,6 +27,7 @@ import dataclasses
 import enum
 import logging
 import queue
+import re
 import struct
 import threading
 import time
@@ -72,6 +73,7 @@ from rtroute.divert.copies import EXCHANGE, QUEUE
 from rtroute.divert.table import DIVERT_COUNTERS
 from rtroute.metrics import LatencyHistogram, counter_metrics
 from rtroute.selector import MessageFacts
+from rtroute.sidecar.delivery import bindings_exchange_type
 from rtroute.sidecar.divert_store import DivertStore, divert_json
 from rtroute.sidecar.ingress import IngressMessage
 from rtroute.sidecar.router import (
@@ -108,6 +110,12 @@ BCC_HINT = ("RabbitMQ removes a publisher's BCC header before the ingress queue 
             "exchanges[].empty_headers counts those (clients that always send a table too).")
 
 
+# a declaration refused because the exchange exists with another type
+_INEQUIVALENT_TYPE = re.compile(
+    r"inequivalent arg 'type' for exchange '([^']*)' in vhost '[^']*': received '[^']*' but "
+    r"current is '([^']*)'")
+
+
 class SidecarFatal(RuntimeError):
     """The sidecar stopped because it cannot serve correctly (the message says why and what
     to change); restarting it unchanged would fail the same way."""
@@ -117,12 +125,16 @@ class SidecarFatal(RuntimeError):
 ExchangeSpec = ExchangeConfig
 
 
-def declarations_for(spec: ExchangeSpec) -> list[dict]:
-    """The idempotent declarations one managed exchange needs (run on every connect)."""
+def declarations_for(spec: ExchangeSpec, rtopic_bindings_type: str = "topic") -> list[dict]:
+    """The idempotent declarations one managed exchange needs (run on every connect).
+
+    ``rtopic_bindings_type`` is the type of an rtopic exchange's ``NAME.bindings``: topic on
+    RabbitMQ 3.x, direct on 4.x (see :func:`rtroute.sidecar.delivery.bindings_exchange_type`
+    for the measurements), or the type an existing one has.
+    """
     bindings_args = {"alternate-exchange": spec.alternate_exchange} if spec.alternate_exchange \
         else {}
-    # topic, not direct: see rtroute.sidecar.delivery for the measurement behind this
-    bindings_type = "topic" if spec.kind == "rtopic" else spec.kind
+    bindings_type = rtopic_bindings_type if spec.kind == "rtopic" else spec.kind
     decls: list[dict] = [
         {"method": "exchange.declare", "exchange": spec.name, "type": "fanout",
          "durable": True},
@@ -494,13 +506,13 @@ class Sidecar:
         # serialises the stored list's read-modify-writes and the syncing of the table with it
         self._store_lock = threading.Lock()
         self._divert_sync_interval = divert_sync_interval
-        declarations = list(DEAD_LETTER_DECLARATIONS)
-        for spec in exchanges:
-            declarations += declarations_for(spec)
+        # the type each rtopic NAME.bindings has on the broker, once known (None: declare it
+        # with the type that suits the broker's version)
+        self._bindings_types: dict[str, str] = {}
         self._window_size = window
         self._connection = ReconnectingConnection(
-            uri, on_ready=self._on_ready, on_lost=self._on_lost, declarations=declarations,
-            connection_name=connection_name)
+            uri, on_ready=self._on_ready, on_lost=self._on_lost,
+            declarations=self._declarations, connection_name=connection_name)
         self._window: ConfirmWindow | None = None
         self._consume_channel: Any = None
         self._reader: frames.FrameReader | None = None
@@ -1143,7 +1155,41 @@ class Sidecar:
 
         self._look_up_targets_then(candidate, apply, result)
 
+    def _declarations(self, connection: Any) -> list[dict]:
+        """What to declare on this connection: an rtopic ``NAME.bindings`` is a direct exchange
+        on RabbitMQ 4 (which indexes direct routing) and a topic one before, unless it exists
+        with the other type (learned from the broker's refusal, see :meth:`_on_lost`)."""
+        properties = getattr(connection, "server_properties", None) or {}
+        version = properties.get("version")
+        if isinstance(version, bytes):
+            version = version.decode("utf-8", "replace")
+        preferred = bindings_exchange_type(version)
+        declarations = list(DEAD_LETTER_DECLARATIONS)
+        for name, ex in self.exchanges.items():
+            kind = self._bindings_types.get(name, preferred)
+            if isinstance(ex.router, ExchangeRouter):
+                ex.router.bindings_type = kind
+            declarations += declarations_for(ex.spec, kind)
+        return declarations
+
+    def _learn_bindings_type(self, reason: str) -> None:
+        """A refused ``NAME.bindings`` declaration names the type the exchange has: keep it
+        (RabbitMQ cannot change an exchange's type; delete the exchange to let it be
+        declared anew)."""
+        found = _INEQUIVALENT_TYPE.search(reason)
+        if found is None:
+            return
+        exchange, current = found.group(1), found.group(2)
+        for name, ex in self.exchanges.items():
+            if ex.spec.bindings_exchange == exchange and ex.spec.kind == "rtopic" and \
+                    current in ("topic", "direct"):
+                self._bindings_types[name] = current
+                LOG.info("%s is a %s exchange: kept as it is (on RabbitMQ 4 a direct one routes "
+                         "BCC faster; delete it while no sidecar runs to have it declared so)",
+                         exchange, current)
+
     def _on_lost(self, reason: str) -> None:
+        self._learn_bindings_type(reason)
         self.last_error = reason
         was_serving = self._window is not None
         self._window = None
