@@ -26,6 +26,7 @@ from typing import Any, Callable
 from rtroute.amqp.binding_watcher import Binding, BindingWatcher
 from rtroute.amqp.connection import ReconnectingConnection
 from rtroute.amqp.management import ManagementClient
+from rtroute.sidecar.delivery import bindings_exchange_type
 from rtroute.sidecar.router import ExchangeRouter
 
 __all__ = ["REGISTRY_EXCHANGE", "Catalog", "VhostCatalog"]
@@ -76,6 +77,9 @@ class VhostCatalog:
         self.exchanges: dict[bytes, RTopic] = {}       # NAME -> exchange
         self.by_bindings: dict[bytes, RTopic] = {}     # NAME.bindings -> exchange
         self.ready = asyncio.Event()
+        # what a new NAME.bindings is declared as: direct on RabbitMQ 4, topic before (see
+        # rtroute.sidecar.delivery.bindings_exchange_type), known once connected
+        self.bindings_type = "topic"
         self._watchers: dict[str, BindingWatcher] = {}  # pika thread only
         self._pika_connection: Any = None
         self._registry = BindingWatcher(
@@ -114,6 +118,7 @@ class VhostCatalog:
         exchange = self.exchanges.get(wire)
         if exchange is None:
             exchange = self.exchanges[wire] = RTopic(name)
+            exchange.router.bindings_type = self.bindings_type
             self.by_bindings[exchange.wire_bindings] = exchange
             self._connection.add_callback_threadsafe(lambda: self._watch(name))
         return exchange
@@ -161,6 +166,10 @@ class VhostCatalog:
 
     def _on_connected(self, connection: Any, _channel: Any, _last_queue: Any) -> None:
         self._pika_connection = connection
+        version = (getattr(connection, "server_properties", None) or {}).get("version")
+        if isinstance(version, bytes):
+            version = version.decode("utf-8", "replace")
+        self.bindings_type = bindings_exchange_type(version)
         self._registry.start(connection)
         for watcher in self._watchers.values():
             watcher.start(connection)

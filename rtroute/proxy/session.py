@@ -254,14 +254,18 @@ class Session:
             wire.method_frame(channel, wire.EXCHANGE_DECLARE_OK, b"")
         text = name.decode("utf-8", "replace")
         names = (name, bindings)
-        if declare.passive:
-            out.append(wire.declare(channel, bindings, b"topic", bits))
+        known = catalog.rtopic(name) is not None
+        if declare.passive or known:
+            # an x-rtopic exchange that exists: checked, whatever type its NAME.bindings has
+            out.append(wire.declare(channel, bindings, b"topic", bits | 1))
             self._expect(channel, _Expected(wire.EXCHANGE_DECLARE_OK, names=names))
-        else:
-            out.append(wire.declare(channel, bindings, b"topic", bits, declare.arguments))
+        if not declare.passive:
+            if not known:  # direct on RabbitMQ 4, topic on 3.x, as the sidecar declares it
+                out.append(wire.declare(channel, bindings, catalog.bindings_type.encode(),
+                                        bits, declare.arguments))
+                self._expect(channel, _Expected(wire.EXCHANGE_DECLARE_OK, names=names))
             out.append(wire.declare(channel, name, b"fanout", bits & ~1))
-            self._expect(channel, _Expected(wire.EXCHANGE_DECLARE_OK, names=names),
-                         _Expected(wire.EXCHANGE_DECLARE_OK, names=names))
+            self._expect(channel, _Expected(wire.EXCHANGE_DECLARE_OK, names=names))
         out.append(wire.bind(channel, bindings, REGISTRY_EXCHANGE.encode(), name))
         self._expect(channel, _Expected(wire.EXCHANGE_BIND_OK, answer,
                                         lambda: catalog.learn(text), names))

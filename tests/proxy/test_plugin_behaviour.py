@@ -174,3 +174,20 @@ def test_the_plugin_readme_example_from_node_amqplib(proxies, exchange_name, nod
     assert done.returncode == 0, done.stderr
     got = {q: [tuple(d) for d in rows] for q, rows in json.loads(done.stdout).items()}
     check(got, exchange_name)
+
+
+def test_name_bindings_type_follows_the_broker_version_and_redeclares_pass(
+        proxies, exchange_name, mgmt, broker_version):
+    """As the sidecar: direct on RabbitMQ 4 (indexed direct routing), topic on 3.x; declaring
+    the x-rtopic exchange again (another client, after a restart) checks it, whatever type."""
+    proxy = proxies()
+    conn = pika.BlockingConnection(pika.URLParameters(proxy.uri))
+    try:
+        ch = conn.channel()
+        ch.exchange_declare(exchange_name, "x-rtopic", durable=True)
+        expected = "direct" if broker_version >= (4,) else "topic"
+        assert mgmt.exchange(f"{exchange_name}.bindings")["type"] == expected
+        ch.exchange_declare(exchange_name, "x-rtopic", durable=True)
+        ch.exchange_declare(exchange_name, "x-rtopic", passive=True)
+    finally:
+        conn.close()
