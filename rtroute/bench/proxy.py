@@ -23,6 +23,7 @@ from rtroute.amqp import connect_blocking, publish
 from rtroute.amqp.uri import parse_uri
 from rtroute.bench.publish import BINDINGS, Shape, _pika_path, _probed_pika_path, _Setup
 from rtroute.netaddr import free_port
+from rtroute.sidecar.delivery import bindings_exchange_type
 
 DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
 SHAPES = [
@@ -71,7 +72,9 @@ def run_shape(uri: str, shape: Shape, proxied: str, echo: Callable[[str], None],
     plugin_conn = connect_blocking(plugin_uri, "rtroute bench proxy", heartbeat=0) \
         if plugin_uri else None
     plugin_channel = plugin_conn.channel() if plugin_conn else None
-    setup = _Setup(channel, shape, uuid.uuid4().hex[:6], plugin_channel, bindings)
+    version = conn._impl.server_properties.get("version")  # NAME.bindings as the proxy has it
+    kind = bindings_exchange_type(version.decode() if isinstance(version, bytes) else version)
+    setup = _Setup(channel, shape, uuid.uuid4().hex[:6], plugin_channel, bindings, kind)
     rates: dict[str, list[float]] = {"native": [], "proxy": []}
     if plugin_channel is not None:
         rates["plugin"] = []
