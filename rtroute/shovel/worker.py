@@ -165,7 +165,10 @@ class _Entry(Delivery):
     __slots__ = ("attempts", "exchange", "parts", "routing_key")
 
     def __init__(self, tag: int, exchange: bytes, routing_key: bytes, parts: list) -> None:
-        super().__init__(tag)
+        # Delivery's fields set here: one call less per message
+        self.tag = tag
+        self.awaiting = 0
+        self.failed = self.settled = self.parked = False
         self.exchange = exchange        # short strings, length octet included
         self.routing_key = routing_key
         self.parts = parts              # header frame, body frames
