@@ -4,15 +4,9 @@ import os
 import pytest
 
 import rtroute.core
+from rtroute.demo import PLUGIN_QUEUES
 
-PLUGIN_BINDINGS = {
-    "A": "server1.app1.mod1.info",
-    "B": "server1.app1.mod1.error",
-    "C": "server1.app2.mod1.info",
-    "D": "server2.app2.mod1.warning",
-    "E": "server1.app1.mod2.info",
-    "F": "server2.app1.mod1.info",
-}
+PLUGIN_BINDINGS = PLUGIN_QUEUES  # the rtopic plugin README's queues A-F and their keys
 
 # The rtopic plugin README's own examples (queue names stand for their binding keys).
 PLUGIN_EXAMPLES = [

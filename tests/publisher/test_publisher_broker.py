@@ -10,19 +10,13 @@ import pytest
 
 from rtroute import RTopicPublisher
 from rtroute.amqp.confirm_window import Outcome
+from rtroute.demo import PLUGIN_QUEUES
 from rtroute.publisher import PublishFailed, PublishReturned
 from rtroute.routing import PreconditionFailed
 
 from ..conftest import wait_for
 
-PLUGIN = {
-    "A": "server1.app1.mod1.info",
-    "B": "server1.app1.mod1.error",
-    "C": "server1.app2.mod1.info",
-    "D": "server2.app2.mod1.warning",
-    "E": "server1.app1.mod2.info",
-    "F": "server2.app1.mod1.info",
-}
+PLUGIN = PLUGIN_QUEUES  # the rtopic plugin README's queues A-F and their keys
 README_TABLE = [
     ("server1.app1.mod1.info", "A"),
     ("*.app1.mod1.info", "AF"),

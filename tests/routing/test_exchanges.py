@@ -2,16 +2,10 @@
 import pytest
 
 from rtroute import DirectExchange, FanoutExchange, RTopicExchange, TopicExchange
+from rtroute.demo import PLUGIN_QUEUES
 from rtroute.routing import PreconditionFailed, make_exchange
 
-PLUGIN = {
-    "A": "server1.app1.mod1.info",
-    "B": "server1.app1.mod1.error",
-    "C": "server1.app2.mod1.info",
-    "D": "server2.app2.mod1.warning",
-    "E": "server1.app1.mod2.info",
-    "F": "server2.app1.mod1.info",
-}
+PLUGIN = PLUGIN_QUEUES  # the rtopic plugin README's queues A-F and their keys
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from rtroute.netaddr import free_port
 from rtroute.ops_http import OpsServer
 from rtroute.shovel.commands import shovel as shovel_group
 from rtroute.shovel.runner import ShovelRunner
@@ -32,12 +32,6 @@ from .conftest import (
 )
 
 LOCAL = BROKER_URI
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class ShovelProcess:

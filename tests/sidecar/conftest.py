@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,14 +16,9 @@ import pika
 import pytest
 
 from rtroute.amqp.uri import management_url
+from rtroute.netaddr import free_port
 
 from ..conftest import BROKER_URI, MANAGEMENT_URI, wait_for
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def broker_args(args: list[str]) -> list[str]:
