@@ -380,8 +380,8 @@ class ConfirmWindow:
             WindowFull, WindowClosed, RuntimeError: as :meth:`publish`.
             pika.exceptions.ChannelWrongStateError: the channel or connection is closing.
         """
-        # the per-message path of the sidecar and the shovel: _check_open, _track and _sent
-        # inlined (a call each costs as much as the rest of the bookkeeping)
+        # the per-message path of the sidecar and the shovel: _check_open and _sent inlined
+        # (a call each costs as much as the rest of the bookkeeping)
         if self._blocking:
             raise RuntimeError("publish_frames needs a SelectConnection channel")
         if self._closed_reason is not None or not self._started:
@@ -394,16 +394,7 @@ class ConfirmWindow:
         connection = channel.connection
         if not channel.is_open or connection.is_closing or connection.is_closed:
             raise pika.exceptions.ChannelWrongStateError("channel is closing or closed")
-        tag = self._next_tag
-        future = PublishFuture(self, tag, exchange, routing_key, body if mandatory else None,
-                               mandatory, callback, context)
-        pending[tag] = future
-        self._next_tag = tag + 1
-        if mandatory:
-            mandatory_queue = self._mandatory
-            while mandatory_queue and mandatory_queue[0].outcome is not None:
-                mandatory_queue.popleft()
-            mandatory_queue.append(future)
+        future = self._track(exchange, routing_key, body, mandatory, callback, context)
         if type(data) is list:
             self._frames.extend(data)
         else:
