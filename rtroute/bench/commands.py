@@ -108,29 +108,38 @@ def bench_spark(messages: int, bindings: int, master: str, repeats: int, referen
            "mix": result["mix"]}, json_rows(result))
 
 
+management_option = click.option(
+    "--management-uri", default=None, envvar="RTROUTE_MANAGEMENT_URI", show_envvar=True,
+    help="The broker's management API, for the sidecar [default: derived from --uri].")
+
+
 @bench.command("divert")
 @uri_option
+@management_option
 @json_option
-def bench_divert(uri: str, json_path: str | None) -> None:
+def bench_divert(uri: str, management_uri: str | None, json_path: str | None) -> None:
     """A managed exchange with 0, 1 and 10 filtered diverts vs a native topic exchange."""
     from rtroute.bench.divert import json_rows, run
 
-    rows = run(echo=click.echo, uri=uri)
+    rows = run(echo=click.echo, uri=uri, management_uri=management_uri)
     _save(json_path, "divert", {}, json_rows(rows), uri=uri)
 
 
 @bench.command("sidecar")
 @uri_option
+@management_option
 @click.option("--prefetch", default=1000, show_default=True, type=click.IntRange(1, 65535),
               help="The sidecar's ingress prefetch window.")
 @click.option("--repeat", default=3, show_default=True, type=click.IntRange(1, 50),
               help="Runs per scenario (the two paths alternate); the table shows medians.")
 @json_option
-def bench_sidecar(uri: str, prefetch: int, repeat: int, json_path: str | None) -> None:
+def bench_sidecar(uri: str, management_uri: str | None, prefetch: int, repeat: int,
+                  json_path: str | None) -> None:
     """Sidecar vs a native topic exchange: 1, 10, 100 queues/msg, 10k bindings, exact key."""
     from rtroute.bench.sidecar import json_rows, run
 
-    rows = run(uri, echo=click.echo, prefetch=prefetch, repeat=repeat)
+    rows = run(uri, echo=click.echo, prefetch=prefetch, repeat=repeat,
+               management_uri=management_uri)
     _save(json_path, "sidecar", {"prefetch": prefetch, "repeat": repeat}, json_rows(rows),
           uri=uri)
 

@@ -63,8 +63,12 @@ def _timed(uri: str, exchange: str, messages: int, channel, queues: list[str]) -
     return messages / (end - start)
 
 
-def _config(uri: str, name: str, spy: str, scenario: Scenario) -> str:
-    lines = ["[broker]", f"uri = {json.dumps(uri)}", "", "[[exchange]]",
+def _config(uri: str, name: str, spy: str, scenario: Scenario,
+            management_uri: str | None = None) -> str:
+    lines = ["[broker]", f"uri = {json.dumps(uri)}"]
+    if management_uri:
+        lines.append(f"management_uri = {json.dumps(management_uri)}")
+    lines += ["", "[[exchange]]",
              f"name = {json.dumps(name)}", 'kind = "topic"', ""]
     for i, selector in enumerate(scenario.filters):
         lines += ["[[divert]]", f'name = "bench-divert-{i}"', f"address = {json.dumps(name)}",
@@ -87,7 +91,8 @@ def _wait_running(port: int, proc: subprocess.Popen, timeout: float = 60) -> Non
         time.sleep(0.1)
 
 
-def run_scenario(uri: str, scenario: Scenario, echo: Callable[[str], None]) -> dict:
+def run_scenario(uri: str, scenario: Scenario, echo: Callable[[str], None],
+                 management_uri: str | None = None) -> dict:
     """Measures one scenario on both paths; returns the rates and their ratio."""
     tag = uuid.uuid4().hex[:6]
     name, native = f"rtroute.bench.divert.{tag}", f"rtroute.bench.divert.{tag}.native"
@@ -96,7 +101,7 @@ def run_scenario(uri: str, scenario: Scenario, echo: Callable[[str], None]) -> d
     ch = conn.channel()
     port = free_port()
     with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as f:
-        f.write(_config(uri, name, spy, scenario))
+        f.write(_config(uri, name, spy, scenario, management_uri))
         config_path = f.name
     proc = None
     try:
@@ -138,11 +143,12 @@ def run_scenario(uri: str, scenario: Scenario, echo: Callable[[str], None]) -> d
 
 
 def run(echo: Callable[[str], None] = print, uri: str = DEFAULT_URI,
-        scenarios: list[Scenario] = SCENARIOS) -> list[dict]:
+        scenarios: list[Scenario] = SCENARIOS,
+        management_uri: str | None = None) -> list[dict]:
     """Runs every scenario; prints progress and a table; returns the rows."""
     echo(f"managed topic exchange with diverts vs native topic exchange "
          f"({len(scenarios)} scenarios, 100-byte messages)")
-    rows = [run_scenario(uri, s, echo) for s in scenarios]
+    rows = [run_scenario(uri, s, echo, management_uri) for s in scenarios]
     echo("")
     echo("| scenario | messages | native msg/s | sidecar msg/s | sidecar / native |")
     echo("|---|---:|---:|---:|---:|")

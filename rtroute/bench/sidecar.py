@@ -23,6 +23,7 @@ from typing import Callable
 from rtroute.amqp import connect_blocking, parse_uri, publish
 from rtroute.bench.measure import CpuMeter, find_process, wait_for_depth
 from rtroute.netaddr import free_port, is_loopback
+from rtroute.sidecar.delivery import bindings_exchange_type
 
 DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
 
@@ -74,7 +75,8 @@ def _sidecar_status(port: int) -> dict:
 
 
 def run_scenario(uri: str, scenario: Scenario, echo: Callable[[str], None],
-                 prefetch: int = 1000, repeat: int = 3) -> dict:
+                 prefetch: int = 1000, repeat: int = 3,
+                 management_uri: str | None = None) -> dict:
     """Measures one scenario on both paths ``repeat`` times; returns the median rates, their
     ratio and every run's rates."""
     tag = uuid.uuid4().hex[:6]
@@ -86,14 +88,18 @@ def run_scenario(uri: str, scenario: Scenario, echo: Callable[[str], None],
         [sys.executable, "-m", "rtroute.cli", "run", "--rtopic", name,
          "--http", f"127.0.0.1:{port}", "--log-level", "WARNING", "--name", f"bench-{tag}",
          "--prefetch", str(prefetch)],
-        env=dict(os.environ, RTROUTE_URI=uri))  # not in argv, where ps shows it
+        env=dict(os.environ, RTROUTE_URI=uri,  # not in argv, where ps shows it
+                 **({"RTROUTE_MANAGEMENT_URI": management_uri} if management_uri else {})))
     queues = [f"{name}.q{i}" for i in range(scenario.matched)]
     # CPU per message of the broker (when it runs on this machine) and of the sidecar
     broker_pid = find_process("beam.smp") if is_loopback(parse_uri(uri).host) else None
     meter = CpuMeter(broker=broker_pid, sidecar=proc.pid)
     try:
         ch.exchange_declare(native, "topic", auto_delete=True)
-        ch.exchange_declare(f"{name}.bindings", "topic", durable=True)
+        # of the type the sidecar declares it with (direct on RabbitMQ 4, topic on 3.x)
+        version = conn._impl.server_properties.get("version")
+        ch.exchange_declare(f"{name}.bindings", bindings_exchange_type(
+            version.decode() if isinstance(version, bytes) else version), durable=True)
         for i, q in enumerate(queues):
             # exclusive: RabbitMQ 4 denies transient non-exclusive queues, and only this
             # connection reads them (the sidecar publishes through the exchange)
@@ -155,11 +161,11 @@ def run_scenario(uri: str, scenario: Scenario, echo: Callable[[str], None],
 
 def run(uri: str = DEFAULT_URI, scenarios: list[Scenario] = SCENARIOS,
         echo: Callable[[str], None] = print, prefetch: int = 1000,
-        repeat: int = 3) -> list[dict]:
+        repeat: int = 3, management_uri: str | None = None) -> list[dict]:
     """Runs every scenario; prints progress and a table of medians; returns the rows."""
     echo(f"sidecar vs native topic exchange ({len(scenarios)} scenarios, 100-byte messages, "
          f"sidecar prefetch {prefetch}, median of {repeat} runs)")
-    rows = [run_scenario(uri, s, echo, prefetch, repeat) for s in scenarios]
+    rows = [run_scenario(uri, s, echo, prefetch, repeat, management_uri) for s in scenarios]
     echo("")
     echo("| scenario | messages | native msg/s | sidecar msg/s | sidecar / native | "
          "range of run ratios |")

@@ -85,21 +85,23 @@ def test_confirms_report(tmp_path, monkeypatch, broker_uri):
     assert report["machine"]["broker"]  # the version the broker announced
 
 
-def test_sidecar_report(tmp_path, monkeypatch, broker_uri):
+def test_sidecar_report(tmp_path, monkeypatch, broker_uri, management_uri):
     monkeypatch.setattr(sidecar, "run", functools.partial(
         sidecar.run, scenarios=[sidecar.Scenario(1, 0, 300), sidecar.Scenario(2, 3, 200)]))
-    report = _run_json(tmp_path, "sidecar", "--uri", broker_uri, "--repeat", "1")
+    report = _run_json(tmp_path, "sidecar", "--uri", broker_uri, "--management-uri",
+                       management_uri, "--repeat", "1")
     rows = _check_rows(report, "sidecar", "msg/s")
     assert [(r["queues_per_message"], r["extra_bindings"]) for r in rows] == [(1, 0), (2, 3)]
     assert report["parameters"] == {"prefetch": 1000, "repeat": 1}
 
 
-def test_divert_report(tmp_path, monkeypatch, broker_uri):
+def test_divert_report(tmp_path, monkeypatch, broker_uri, management_uri):
     scenarios = [divert.Scenario("1 divert, none", ["region = 'us'"], messages=300),
                  divert.Scenario("1 divert, copy", ["region = 'eu'"], copies=True,
                                  messages=300)]
     monkeypatch.setattr(divert, "run", functools.partial(divert.run, scenarios=scenarios))
-    report = _run_json(tmp_path, "divert", "--uri", broker_uri)
+    report = _run_json(tmp_path, "divert", "--uri", broker_uri, "--management-uri",
+                       management_uri)
     rows = _check_rows(report, "divert", "msg/s")
     assert [(r["diverts"], r["copies"]) for r in rows] == [(1, False), (1, True)]
 
