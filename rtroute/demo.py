@@ -31,6 +31,16 @@ PLUGIN_QUEUES = {
     "E": "server1.app1.mod2.info",
     "F": "server2.app1.mod1.info",
 }
+# the plugin README's publish keys and the queues (of PLUGIN_QUEUES) each one reaches
+PLUGIN_README_TABLE = [
+    ("server1.app1.mod1.info", "A"),
+    ("*.app1.mod1.info", "AF"),
+    ("#.info", "ACEF"),
+    ("#.mod1.info", "ACF"),
+    ("#", "ABCDEF"),
+    ("server1.app1.mod1.*", "AB"),
+    ("server1.app1.#", "ABE"),
+]
 EXAMPLES = [
     ("server1.app1.mod1.info", {}),
     ("*.app1.mod1.info", {}),

@@ -4,19 +4,13 @@ import os
 import pytest
 
 import rtroute.core
-from rtroute.demo import PLUGIN_QUEUES
+from rtroute.demo import PLUGIN_QUEUES, PLUGIN_README_TABLE
 
 PLUGIN_BINDINGS = PLUGIN_QUEUES  # the rtopic plugin README's queues A-F and their keys
 
 # The rtopic plugin README's own examples (queue names stand for their binding keys).
 PLUGIN_EXAMPLES = [
-    ("server1.app1.mod1.info", "A"),
-    ("*.app1.mod1.info", "AF"),
-    ("#.info", "ACEF"),
-    ("#.mod1.info", "ACF"),
-    ("#", "ABCDEF"),
-    ("server1.app1.mod1.*", "AB"),
-    ("server1.app1.#", "ABE"),
+    *PLUGIN_README_TABLE,
     # beyond the README
     ("#.app1.#", "ABEF"),
     ("server1.*.*.info", "ACE"),

@@ -10,22 +10,14 @@ import pytest
 
 from rtroute import RTopicPublisher
 from rtroute.amqp.confirm_window import Outcome
-from rtroute.demo import PLUGIN_QUEUES
+from rtroute.demo import PLUGIN_QUEUES, PLUGIN_README_TABLE
 from rtroute.publisher import PublishFailed, PublishReturned
 from rtroute.routing import PreconditionFailed
 
 from ..conftest import wait_for
 
 PLUGIN = PLUGIN_QUEUES  # the rtopic plugin README's queues A-F and their keys
-README_TABLE = [
-    ("server1.app1.mod1.info", "A"),
-    ("*.app1.mod1.info", "AF"),
-    ("#.info", "ACEF"),
-    ("#.mod1.info", "ACF"),
-    ("#", "ABCDEF"),
-    ("server1.app1.mod1.*", "AB"),
-    ("server1.app1.#", "ABE"),
-]
+README_TABLE = PLUGIN_README_TABLE
 
 
 @pytest.fixture

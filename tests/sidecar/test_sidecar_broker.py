@@ -9,7 +9,7 @@ import uuid
 import pika
 import pytest
 
-from rtroute.demo import PLUGIN_QUEUES
+from rtroute.demo import PLUGIN_QUEUES, PLUGIN_README_TABLE
 
 from ..conftest import BROKER_URI, wait_for
 from .conftest import broker_toml, depth, drain, wait_depth
@@ -17,15 +17,7 @@ from .conftest import broker_toml, depth, drain, wait_depth
 pytestmark = pytest.mark.broker
 
 PLUGIN = PLUGIN_QUEUES  # the rtopic plugin README's queues A-F and their keys
-README_EXAMPLES = [
-    ("server1.app1.mod1.info", "A"),
-    ("*.app1.mod1.info", "AF"),
-    ("#.info", "ACEF"),
-    ("#.mod1.info", "ACF"),
-    ("#", "ABCDEF"),
-    ("server1.app1.mod1.*", "AB"),
-    ("server1.app1.#", "ABE"),
-]
+README_EXAMPLES = PLUGIN_README_TABLE
 
 
 def bind_queues(channel, managed, exchange, bindings):
