@@ -15,6 +15,12 @@ DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
 json_option = click.option(
     "--json", "json_path", default=None, metavar="FILE", type=click.Path(dir_okay=False),
     help="Also write the run's figures (machine, parameters, every row and its ratio) as JSON.")
+management_option = click.option(
+    "--management-uri", default=None, envvar="RTROUTE_MANAGEMENT_URI", show_envvar=True,
+    help="The broker's management API [default: derived from --uri].")
+plugin_option = click.option(
+    "--plugin-uri", default=None, envvar="RTROUTE_PLUGIN_URI", show_envvar=True,
+    help="A broker with the x-rtopic plugin: adds its column (same shapes).")
 uri_option = click.option("--uri", default=DEFAULT_URI, show_default=True, envvar="RTROUTE_URI",
                           show_envvar=True)
 
@@ -108,11 +114,6 @@ def bench_spark(messages: int, bindings: int, master: str, repeats: int, referen
            "mix": result["mix"]}, json_rows(result))
 
 
-management_option = click.option(
-    "--management-uri", default=None, envvar="RTROUTE_MANAGEMENT_URI", show_envvar=True,
-    help="The broker's management API, for the sidecar [default: derived from --uri].")
-
-
 @bench.command("divert")
 @uri_option
 @management_option
@@ -158,10 +159,8 @@ def bench_confirms(uri: str, persistent: bool, json_path: str | None) -> None:
 
 @bench.command("publish")
 @uri_option
-@click.option("--management-uri", default=None, envvar="RTROUTE_MANAGEMENT_URI",
-              show_envvar=True, help="The broker's management API [default: derived].")
-@click.option("--plugin-uri", default=None, envvar="RTROUTE_PLUGIN_URI", show_envvar=True,
-              help="A broker with the x-rtopic plugin: adds its column (same shapes).")
+@management_option
+@plugin_option
 @click.option("--repeat", default=3, show_default=True, type=click.IntRange(1, 50),
               help="Runs per shape (the paths alternate); the table shows medians.")
 @click.option("--no-sidecar", is_flag=True, help="Leave the sidecar column out.")
@@ -201,10 +200,8 @@ def bench_publish(uri: str, management_uri: str | None, plugin_uri: str | None, 
 
 @bench.command("proxy")
 @uri_option
-@click.option("--management-uri", default=None, envvar="RTROUTE_MANAGEMENT_URI",
-              show_envvar=True, help="The broker's management API [default: derived].")
-@click.option("--plugin-uri", default=None, envvar="RTROUTE_PLUGIN_URI", show_envvar=True,
-              help="A broker with the x-rtopic plugin: adds its column (same shapes).")
+@management_option
+@plugin_option
 @click.option("--repeat", default=3, show_default=True, type=click.IntRange(1, 50),
               help="Runs per shape (the paths alternate); the table shows medians.")
 @click.option("--scale", default=1.0, show_default=True, type=click.FloatRange(0.001, 100),
