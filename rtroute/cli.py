@@ -70,7 +70,7 @@ def route(bindings_path: str, kind: str, cc: tuple, bcc: tuple, as_json: bool,
               help="Serve NAME as an x-rtopic exchange (repeatable; without a config file).")
 @click.option("--http", "http_listen", default=None, metavar="HOST:PORT",
               help="Ops endpoint (/livez /readyz /status /metrics /diverts).  "
-                   "[default: 127.0.0.1:9419]")
+                   "[default: 127.0.0.1:8419]")
 @click.option("--token", "cli_token", default=None, envvar="RTROUTE_HTTP_TOKEN",
               show_envvar=True,
               help="Bearer token of the ops endpoint (overrides [http] token).")
@@ -176,7 +176,7 @@ def run(config_path: str | None, uri: str | None, management_uri: str | None, rt
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     try:
-        serve(sidecar, http_listen or "127.0.0.1:9419", token, shovels=shovels,
+        serve(sidecar, http_listen or "127.0.0.1:8419", token, shovels=shovels,
               allow_unauthenticated_changes=allow_changes, protect_reads=protect_reads)
     except (SidecarFatal, ListenError) as exc:
         raise click.ClickException(str(exc)) from None

@@ -68,7 +68,9 @@ __all__ = [
 LOG = logging.getLogger("rtroute.config")
 
 DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
-DEFAULT_LISTEN = "127.0.0.1:9419"
+# 8419: outside 9100-9999, the range Prometheus allocates to exporters (9419 is the RabbitMQ
+# exporter's); the ops endpoint serves /metrics beside it on the same host.
+DEFAULT_LISTEN = "127.0.0.1:8419"
 EXCHANGE_KINDS = ("rtopic", "topic", "direct", "fanout", "headers")
 QUEUE_TYPES = ("classic", "quorum")
 DESTINATION_TYPES = ("queue", "exchange")

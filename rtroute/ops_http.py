@@ -95,7 +95,7 @@ def merge_status(*statuses: dict) -> dict:
 
 class ListenError(OSError):
     """The endpoint cannot listen on its address; the message is one line, e.g.
-    ``http listen 127.0.0.1:9419: address already in use`` (``errno`` is kept)."""
+    ``http listen 127.0.0.1:8419: address already in use`` (``errno`` is kept)."""
 
 
 class _Refusal(Exception):

@@ -107,7 +107,7 @@ def shovel() -> None:
               help="Run only the shovel(s) with this name (repeatable).")
 @click.option("--http", "http_listen", default=None, metavar="HOST:PORT",
               help="Ops endpoint (/healthz /status /metrics).  "
-                   "[default: the config's [http] listen, else 127.0.0.1:9419]")
+                   "[default: the config's [http] listen, else 127.0.0.1:8419]")
 @click.option("--no-http", is_flag=True, help="Serve no HTTP endpoint.")
 @click.option("--token", "cli_token", default=None, envvar="RTROUTE_HTTP_TOKEN",
               show_envvar=True, help="Bearer token of the endpoint (overrides [http] token).")
@@ -159,7 +159,7 @@ def run_command(config_paths: tuple, definitions: tuple, erlang_configs: tuple, 
     from rtroute.ops_http import ListenError
 
     token = cli_token or (http.token if http is not None else None)
-    listen = None if no_http else (http_listen or (http.listen if http else "127.0.0.1:9419"))
+    listen = None if no_http else (http_listen or (http.listen if http else "127.0.0.1:8419"))
     try:
         runner = ShovelRunner(shovels, refused=refused)
     except ValueError as exc:
@@ -206,7 +206,7 @@ def _call(url: str, token: str | None, method: str = "GET") -> Any:
         raise click.ClickException(f"{url}: {getattr(exc, 'reason', exc)}") from None
 
 
-_HTTP_OPTION = click.option("--http", "http_listen", default="127.0.0.1:9419",
+_HTTP_OPTION = click.option("--http", "http_listen", default="127.0.0.1:8419",
                             show_default=True, metavar="HOST:PORT",
                             help="Ops endpoint of the running shovel process.")
 _TOKEN_OPTION = click.option("--token", default=None, envvar="RTROUTE_HTTP_TOKEN",

@@ -134,7 +134,7 @@ def test_empty_file_gives_the_defaults():
         uri="amqp://guest:guest@127.0.0.1:5672/%2F",
         management_uri="http://guest:guest@127.0.0.1:15672/",
     )
-    assert config.http == HttpConfig(listen="127.0.0.1:9419", token=None, persist_diverts=False)
+    assert config.http == HttpConfig(listen="127.0.0.1:8419", token=None, persist_diverts=False)
     assert (config.exchanges, config.diverts, config.shovels) == ([], [], [])
 
 
@@ -266,7 +266,7 @@ BAD_FIELDS = [
      "management_uri must be an http:// or https://"),
     ('[broker]\nurii = "amqp://"  # <-\n', "[broker]: unknown key 'urii' (did you mean 'uri'?)"),
     # [http]
-    ('[http]\nlisten = "0.0.0.0:9419"  # <-\n',
+    ('[http]\nlisten = "0.0.0.0:8419"  # <-\n',
      "is not a loopback address, so a token is required"),
     ('[http]\nlisten = "localhost"  # <-\n', "listen must be HOST:PORT"),
     ('[http]\npersist_diverts = "yes"  # <-\n', "persist_diverts must be a boolean, got a string"),

@@ -146,7 +146,7 @@ def test_extra_routes_receive_path_and_body(server, handler):
 
 
 def test_listen_parsing():
-    assert split_listen("127.0.0.1:9419") == ("127.0.0.1", 9419)
+    assert split_listen("127.0.0.1:8419") == ("127.0.0.1", 8419)
     assert split_listen("[::1]:80") == ("::1", 80)
     assert is_loopback("::1") and is_loopback("localhost") and not is_loopback("10.0.0.1")
     with pytest.raises(ValueError):
