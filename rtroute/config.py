@@ -24,7 +24,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import quote, unquote, urlsplit
 
 from rtroute.config_lines import (
@@ -44,7 +44,12 @@ from rtroute.config_lines import (
 from rtroute.divert.graph import address_matches, find_cycle, watched_exchanges
 from rtroute.netaddr import is_loopback, split_listen
 from rtroute.shovel.config import ShovelConfig, check_unique, parse_shovel
-from rtroute.validators import amqp_uri_problem, selector_problem, shortstr_problem
+from rtroute.validators import (
+    amqp_uri_problem,
+    management_uri_problem,
+    selector_problem,
+    shortstr_problem,
+)
 
 __all__ = [
     "DIVERT_KEY_SPELLINGS",
@@ -102,13 +107,26 @@ class BrokerConfig:
     """``[broker]``: the RabbitMQ the sidecar serves.
 
     Attributes:
-        uri: AMQP URI (``amqp://`` or ``amqps://``).
+        uri: AMQP URI (``amqp://`` or ``amqps://``): the first of ``uris``.
         management_uri: management HTTP API base URI; by default ``http://HOST:15672/`` (or
             ``https://HOST:15671/`` for ``amqps``) with the credentials of ``uri``.
+        uris: every node the sidecar may connect to (``uri = [..]`` lists a cluster's nodes;
+            each connect picks one at random, a lost connection fails over to another).
+        management_uris: the management API of each node, tried in order (by default one
+            derived per AMQP URI host).
     """
 
     uri: str = DEFAULT_URI
     management_uri: str = "http://guest:guest@127.0.0.1:15672/"
+    uris: tuple[str, ...] = ()
+    management_uris: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        # the one-node form, built with uri/management_uri only: the lists hold just those
+        if not self.uris:
+            object.__setattr__(self, "uris", (self.uri,))
+        if not self.management_uris:
+            object.__setattr__(self, "management_uris", (self.management_uri,))
 
 
 @dataclass(frozen=True)
@@ -401,25 +419,40 @@ def _checked_name(reader: TableReader, key: str, value: str | None) -> None:
 
 
 def _parse_broker(reader: TableReader) -> BrokerConfig:
-    uri = reader.string("uri", default=DEFAULT_URI, empty=False)
-    problem = amqp_uri_problem(uri)
-    if problem:
-        raise reader.error_at(("uri",), f"uri {problem}")
-    management = reader.string("management_uri", default=None, empty=False)
-    if management is None:
-        management = derive_management_uri(uri)
-    else:
-        from rtroute.amqp.uri import split_url
-
-        try:
-            parts, _port = split_url(management)
-        except ValueError as exc:  # its text masks the password; urllib's own does not
-            raise reader.error_at(("management_uri",), f"management_uri is {exc}") from None
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise reader.error_at(("management_uri",), "management_uri must be an http:// or "
-                                  f"https:// URI with a host, got {shown(management)}")
+    uris = _uri_list(reader, "uri", DEFAULT_URI, amqp_uri_problem)
+    managements = _uri_list(reader, "management_uri", None, management_uri_problem)
+    if managements is None:
+        # one API per node, in the order of the AMQP URIs (a cluster's nodes fail over)
+        managements = tuple(dict.fromkeys(derive_management_uri(uri) for uri in uris))
     reader.finish()
-    return BrokerConfig(uri=uri, management_uri=management)
+    return BrokerConfig(uri=uris[0], management_uri=managements[0], uris=uris,
+                        management_uris=managements)
+
+
+def _uri_list(reader: TableReader, key: str, default: str | None,
+              problem_of: Callable[[str], str | None]) -> tuple[str, ...] | None:
+    """``key`` as one URI or a non-empty array of them (a cluster's nodes), each checked."""
+    got = reader.take(key)
+    if got is None:
+        return None if default is None else (default,)
+    raw, value = got
+    if isinstance(value, str):
+        values, paths = [value], [(raw,)]
+    elif isinstance(value, (list, tuple)) and value:
+        values, paths = list(value), [(raw, i) for i in range(len(value))]
+    else:
+        got_text = "an empty array" if isinstance(value, list) else type_name(value)
+        raise reader.error_at((raw,), f"{reader.label(raw)} must be a string or a non-empty "
+                              f"array of strings (one URI per node), got {got_text}")
+    for text, path in zip(values, paths):
+        if not isinstance(text, str) or not text:
+            got_text = "an empty string" if isinstance(text, str) else type_name(text)
+            raise reader.error_at(path, f"{reader.label(*path)} must be a URI string, "
+                                  f"got {got_text}")
+        problem = problem_of(text)
+        if problem:
+            raise reader.error_at(path, f"{reader.label(*path)} {problem}")
+    return tuple(values)
 
 
 def derive_management_uri(amqp_uri: str) -> str:

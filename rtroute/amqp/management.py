@@ -23,6 +23,7 @@ import ssl
 import threading
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, unquote, urlencode, urlsplit
@@ -80,7 +81,9 @@ class ManagementClient:
 
     Args:
         url: the management base URL (``http://127.0.0.1:15672/``); credentials in it
-            (``http://user:pass@host:15672/``) override ``username``/``password``.
+            (``http://user:pass@host:15672/``) override ``username``/``password``. A list of
+            URLs (one per node of a cluster) fails over: a request that cannot reach the API
+            at one is sent to the next, and the client stays with the one that answered.
         username, password: HTTP basic auth.
         timeout: seconds per request.
         ssl_context: for an https API: the TLS settings to use (default: the system CAs).
@@ -91,25 +94,27 @@ class ManagementClient:
 
     def __init__(
         self,
-        url: str = "http://127.0.0.1:15672/",
+        url: str | Sequence[str] = "http://127.0.0.1:15672/",
         username: str = "guest",
         password: str = "guest",
         timeout: float = 10.0,
         ssl_context: ssl.SSLContext | None = None,
     ) -> None:
-        parts, port = split_url(url)  # urllib's own errors may quote the password
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"management URL must be http(s)://host[:port]/, got {mask_uri(url)!r}")
-        if parts.username is not None:
-            username = unquote(parts.username)
-            password = unquote(parts.password or "")
-        netloc = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
-        if port is not None:
-            netloc += f":{port}"
-        path = parts.path.rstrip("/")
-        self.base_url = f"{parts.scheme}://{netloc}{path}/api/"
+        urls = [url] if isinstance(url, str) else list(url)
+        if not urls:
+            raise ValueError("no management URL given")
+        bases: list[tuple[str, str]] = []
+        for text in urls:
+            base, user_info = _base_url(text)
+            if user_info is not None:
+                username, password = user_info
+            bases.append((base, "Basic " + base64.b64encode(
+                f"{username}:{password}".encode()).decode()))
+        self._bases = bases
+        self._current = 0
+        self.base_url = bases[0][0]
         self.username = username
-        self._auth = "Basic " + base64.b64encode(f"{username}:{password}".encode()).decode()
+        self._auth = bases[0][1]
         self.timeout = timeout
         # https with the AMQP URI's TLS settings (a private CA, a client certificate)
         self._opener = _OPENER if ssl_context is None else urllib.request.build_opener(
@@ -117,26 +122,34 @@ class ManagementClient:
         # the broker this API must belong to (expect_broker), and whether that was checked
         self._expected: tuple[BrokerIdentity, str, str] | None = None
         self._verified = False
-        self._verify_lock = threading.Lock()
+        # reentrant: verify_broker may fail over (_next_base)
+        self._verify_lock = threading.RLock()
 
     @classmethod
     def from_amqp_uri(
-        cls, uri: str, management_uri: str | None = None, timeout: float = 10.0
+        cls, uri: str | Sequence[str], management_uri: str | Sequence[str] | None = None,
+        timeout: float = 10.0,
     ) -> ManagementClient:
         """A client for the broker of an AMQP URI, with the same credentials.
 
         ``management_uri`` overrides the derived ``http://HOST:15672/`` (see
-        :func:`rtroute.amqp.uri.management_url`). An ``amqps`` URI's TLS settings
+        :func:`rtroute.amqp.uri.management_url`). A list of AMQP URIs (a cluster's nodes)
+        derives one API URL per host, failing over in that order; so does a list of
+        ``management_uri``. An ``amqps`` URI's TLS settings
         (``cacertfile``, ``certfile``, ``keyfile``, ``verify``, ...) apply to an https API too.
 
         Raises:
             ValueError: a malformed URI.
         """
-        parsed = parse_uri(uri, strict=False)
-        url = management_uri or management_url(uri)
+        uris = [uri] if isinstance(uri, str) else list(uri)
+        parsed = parse_uri(uris[0], strict=False)
+        if management_uri:
+            urls = [management_uri] if isinstance(management_uri, str) else list(management_uri)
+        else:
+            urls = list(dict.fromkeys(management_url(one) for one in uris))
         context = parsed.tls.ssl_context() if parsed.tls is not None \
-            and url.lower().startswith("https:") else None
-        return cls(url, parsed.username, parsed.password, timeout, ssl_context=context)
+            and urls[0].lower().startswith("https:") else None
+        return cls(urls, parsed.username, parsed.password, timeout, ssl_context=context)
 
     def __repr__(self) -> str:
         return f"ManagementClient({self.base_url!r}, user={self.username!r})"
@@ -198,6 +211,29 @@ class ManagementClient:
 
     def _send(self, method: str, path: str, body: Any,
               headers: dict[str, str] | None) -> Any:
+        """One request, failing over to the next URL while the API cannot be reached (a node
+        that is down); an answer of any kind, even an error status, ends the search."""
+        tries = len(self._bases)
+        while True:
+            try:
+                return self._send_once(method, path, body, headers)
+            except ManagementError as exc:
+                tries -= 1
+                if exc.status is not None or tries <= 0 or isinstance(exc, WrongBroker):
+                    raise
+                self._next_base()
+
+    def _next_base(self) -> None:
+        """Moves to the next URL of the list; its identity is checked before it is believed."""
+        with self._verify_lock:
+            self._current = (self._current + 1) % len(self._bases)
+            self.base_url, self._auth = self._bases[self._current]
+            self._verified = False
+
+    def _send_once(self, method: str, path: str, body: Any,
+                   headers: dict[str, str] | None) -> Any:
+        if self._expected is not None and not self._verified and path != "overview":
+            self.verify_broker()
         data = None if body is None else json.dumps(body).encode("utf-8")
         req = urllib.request.Request(self.base_url + path, data=data, method=method)
         req.add_header("Authorization", self._auth)
@@ -348,6 +384,20 @@ class ManagementClient:
     def shovels(self, vhost: str | None = None) -> list[dict[str, Any]]:
         """Shovel status rows (needs the ``rabbitmq_shovel_management`` plugin)."""
         return self.request("GET", "shovels" if vhost is None else f"shovels/{_q(vhost)}")
+
+
+def _base_url(url: str) -> tuple[str, tuple[str, str] | None]:
+    """``http(s)://HOST[:PORT]/PATH/api/`` of a management URL, and the credentials it holds."""
+    parts, port = split_url(url)  # urllib's own errors may quote the password
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"management URL must be http(s)://host[:port]/, got {mask_uri(url)!r}")
+    user_info = None
+    if parts.username is not None:
+        user_info = (unquote(parts.username), unquote(parts.password or ""))
+    netloc = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
+    if port is not None:
+        netloc += f":{port}"
+    return f"{parts.scheme}://{netloc}{parts.path.rstrip('/')}/api/", user_info
 
 
 def _q(name: str) -> str:

@@ -95,3 +95,35 @@ def test_shovel_parameters_are_created_and_deleted_or_refused_without_the_plugin
     mgmt.delete_shovel(name)
     with pytest.raises(NotFound):
         mgmt.delete_shovel(name)
+
+
+def test_a_list_of_amqp_uris_derives_one_api_per_host_in_order():
+    client = ManagementClient.from_amqp_uri(["amqp://u:p@n1:5672/v", "amqp://u:p@n2:5672/v",
+                                             "amqp://u:p@n1:5673/v"])
+    assert [base for base, _auth in client._bases] == [
+        "http://n1:15672/api/", "http://n2:15672/api/"]
+    assert client.base_url == "http://n1:15672/api/"
+
+
+@pytest.mark.broker
+def test_a_node_that_cannot_be_reached_fails_over_to_the_next_and_stays_there(
+        broker_uri, management_uri):
+    from rtroute.amqp.broker_identity import identity_from_overview
+    from rtroute.netaddr import free_port
+
+    down = f"http://127.0.0.1:{free_port()}/"
+    client = ManagementClient.from_amqp_uri(broker_uri, [down, management_uri], timeout=2)
+    real = ManagementClient.from_amqp_uri(broker_uri, management_uri)
+    client.expect_broker(identity_from_overview(real.overview()), "amqp://broker")
+    assert client.overview()["cluster_name"] == real.overview()["cluster_name"]
+    assert client.base_url == real.base_url            # the one that answered
+    client.overview()
+    assert client.base_url == real.base_url            # and it stays there
+
+
+@pytest.mark.broker
+def test_an_error_answer_is_not_a_reason_to_fail_over(broker_uri, management_uri):
+    client = ManagementClient.from_amqp_uri(broker_uri, [management_uri, management_uri])
+    with pytest.raises(NotFound):
+        client.queue("rtroute-test.no-such-queue")
+    assert client._current == 0

@@ -259,12 +259,17 @@ BAD_FIELDS = [
     ('broker = "amqp://"  # <-\n', "[broker] must be a table, got a string"),
     # [broker]
     ('[broker]\nuri = "http://host/"  # <-\n', "[broker]: uri must start with amqp:// or amqps://"),
-    ('[broker]\nuri = 5672  # <-\n', "[broker]: uri must be a string, got an integer"),
+    ('[broker]\nuri = 5672  # <-\n', "[broker]: uri must be a string or a non-empty array of strings (one URI per node), got an integer"),
     ('[broker]\nuri = "amqp://h:99999/"  # <-\n', "[broker]: uri is not a valid URI"),
     ('[broker]\nuri = "amqp://h/a/b"  # <-\n', "has a '/' in the vhost; write it as %2F"),
     ('[broker]\nmanagement_uri = "ftp://h/"  # <-\n',
-     "management_uri must be an http:// or https://"),
+     "management_uri must be http(s)://host[:port]/"),
     ('[broker]\nurii = "amqp://"  # <-\n', "[broker]: unknown key 'urii' (did you mean 'uri'?)"),
+    ('[broker]\nuri = []  # <-\n', "uri must be a string or a non-empty array of strings"),
+    ('[broker]\nuri = ["amqp://h/", 5]  # <-\n', "uri[1] must be a URI string, got an integer"),
+    ('[broker]\nuri = ["amqp://h/", "http://h/"]  # <-\n', "uri[1] must start with amqp://"),
+    ('[broker]\nmanagement_uri = ["http://h:15672/", "ftp://x/"]  # <-\n',
+     "management_uri[1] must be http(s)://"),
     # [http]
     ('[http]\nlisten = "0.0.0.0:8419"  # <-\n',
      "is not a loopback address, so a token is required"),
@@ -497,3 +502,18 @@ def test_real_selector_rejects_a_broken_divert_filter(load_error):
     error = load_error(EX + '[[divert]]\nname = "d"\naddress = "logs"\nforwarding_address = "x"\n'
                        'filter = "price >"\n')
     assert error.line == 7 and "filter: invalid selector at position 7" in error.message
+
+
+def test_broker_uri_may_list_a_clusters_nodes():
+    config = loads(textwrap.dedent('''
+        [broker]
+        uri = ["amqp://u:p@n1:5672/v", "amqp://u:p@n2:5672/v", "amqp://u:p@n3:5672/v"]
+        [[exchange]]
+        name = "logs"
+    '''))
+    assert config.broker.uris == ("amqp://u:p@n1:5672/v", "amqp://u:p@n2:5672/v",
+                                  "amqp://u:p@n3:5672/v")
+    assert config.broker.uri == "amqp://u:p@n1:5672/v"
+    assert config.broker.management_uris == ("http://u:p@n1:15672/", "http://u:p@n2:15672/",
+                                             "http://u:p@n3:15672/")
+
