@@ -339,7 +339,7 @@ class ShovelWorker:
             return
         # src-delete-after 0 still connects once and declares, as the plugin does
         if self.remaining == 0 and self.connected_once:
-            self._complete()
+            self._delete_after_reached()
             return
         self._sessions += 1
         self.status.set_state(ShovelState.STARTING)
@@ -361,7 +361,7 @@ class ShovelWorker:
             self._finish_when_closed(session)
             return
         if self.remaining == 0 and self.connected_once:
-            self._complete(session)
+            self._delete_after_reached(session)
             return
         delay = self.config.reconnect_delay
         if fatal or delay <= 0:
@@ -375,7 +375,7 @@ class ShovelWorker:
         self.status.set_state(ShovelState.TERMINATED, reason)
         self._timer = self.ioloop.call_later(delay, self._begin_session)
 
-    def _complete(self, session: _Session | None = None) -> None:
+    def _delete_after_reached(self, session: _Session | None = None) -> None:
         moved = self.status.counters["acked"] + self.status.counters["dead_lettered"]
         self.status.completed = True
         self.status.set_state(ShovelState.TERMINATED,
@@ -987,14 +987,14 @@ class _Session:
             return  # the session is ending; the source requeues the message
         out = self.out
         if not out:
-            self.ioloop.call_later(0, self._send_out)
+            self.ioloop.call_later(0, self._flush_frames)
         out.append(method)
         out.extend(parts)
         self.counters["moved"] += 1
         if self.ack_on_publish:
             self.settler.ack(entry)
 
-    def _send_out(self) -> None:
+    def _flush_frames(self) -> None:
         """Write the publishes of this ioloop turn to the destination in one piece (without
         confirms; with them, :meth:`ConfirmWindow.flush_frames` does it)."""
         out, self.out = self.out, []
@@ -1026,7 +1026,7 @@ class _Session:
             elif mode == "requeue":
                 self._hold(entry)
             else:
-                self._dead_letter(entry)
+                self._reject_to_dlx(entry)
         else:
             self.counters["nacked"] += 1
             if entry.attempts >= self.cfg.nack_retries:
@@ -1067,7 +1067,7 @@ class _Session:
         if self.take_budget is not None:
             # what a new session would still have to take if this one died now
             self.w.remaining = self.take_budget + self.settler.outstanding
-        self._maybe_finished()
+        self._maybe_end()
 
     def _settling_failed(self, what: str, exc: Exception) -> None:
         self.fail(f"{what} failed: {_reason(exc)}")
@@ -1096,11 +1096,11 @@ class _Session:
                            "dead-lettering it" if dead_letter else "requeueing it",
                            self.counters["refused"])
         if dead_letter:
-            self._dead_letter(entry)
+            self._reject_to_dlx(entry)
         else:
             self._requeue_later(entry)
 
-    def _dead_letter(self, entry: _Entry) -> None:
+    def _reject_to_dlx(self, entry: _Entry) -> None:
         """Nack without requeue when the source queue has a dead-letter exchange; without one
         that would drop the message, so it is requeued (after a wait) instead."""
         has_dlx = self._source_has_dlx()
@@ -1158,7 +1158,7 @@ class _Session:
         for entry in waiting:
             if not self.alive or self.draining:
                 return  # still parked: the source requeues them when its channel closes
-            self._dead_letter(entry)
+            self._reject_to_dlx(entry)
 
     def _requeue_later(self, entry: _Entry) -> None:
         """Give the message back to the source queue after ``backoff_delay``, which doubles
@@ -1196,7 +1196,7 @@ class _Session:
             if not self.alive:
                 return
 
-    def _maybe_finished(self) -> None:
+    def _maybe_end(self) -> None:
         if self.draining:
             # done once nothing published awaits a confirm and every ack went out; what is
             # left (parked or never published) is requeued when the source channel closes
@@ -1226,7 +1226,7 @@ class _Session:
         if not self.reading and len(pending) < PENDING_LIMIT // 2:
             self._set_reading(True)
         if self.draining:
-            self._maybe_finished()
+            self._maybe_end()
 
     def _on_blocked(self, _connection: Any, frame: Any) -> None:
         if not self.alive:
