@@ -6,20 +6,25 @@ table of the wrong broker: an empty listing, every message unroutable. So every 
 management API checks, before it believes a listing, that both sides name the same cluster.
 
 What is compared: the ``cluster_name`` that RabbitMQ sends in the AMQP ``connection.start``
-server properties and the ``cluster_name`` of ``GET /api/overview``. Every node of a cluster
-reports the same name (so a client may connect to one node and ask another's API), two separate
-brokers report different ones unless an operator named them alike (RabbitMQ's default is the
-first node's name, e.g. ``rabbit@host``). Pure functions, no I/O.
+server properties and the ``cluster_name`` of ``GET /api/overview``. Two separate brokers report
+different ones unless an operator named them alike. A cluster whose name was set
+(``rabbitmqctl set_cluster_name``) reports it on every node, so a client may connect to one node
+and ask another's API. A cluster whose name was never set does not: RabbitMQ 3.x and 4.0 derive
+the default from the node answering, its node name with the host as the machine's FQDN (node
+``rabbit-2@localhost`` on host ``vm`` says ``rabbit-2@vm``). So when the names differ and the API
+lists the nodes of its cluster, the AMQP side's name still matches if it is the default name of
+one of those nodes (same node name before ``@``; the host after it equal, one the FQDN of the
+other, or ``localhost``). Pure functions, no I/O.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 __all__ = ["BrokerIdentity", "BrokerMismatch", "check_same_broker", "identity_from_overview",
-           "identity_from_server_properties"]
+           "identity_from_server_properties", "is_default_name_of"]
 
 
 class BrokerMismatch(ValueError):
@@ -59,14 +64,34 @@ def identity_from_overview(overview: Mapping[str, Any] | None) -> BrokerIdentity
                           _text(overview.get("rabbitmq_version")))
 
 
+def is_default_name_of(cluster_name: str, nodes: Sequence[str]) -> bool:
+    """Whether ``cluster_name`` is RabbitMQ's default cluster name as one of ``nodes`` (Erlang
+    node names, ``NAME@HOST``) would report it (see the module's docstring)."""
+    name, _, host = cluster_name.partition("@")
+    for node in nodes:
+        node_name, _, node_host = node.partition("@")
+        if node_name == name and _same_host(host, node_host):
+            return True
+    return False
+
+
+def _same_host(a: str, b: str) -> bool:
+    if a == b or "localhost" in (a, b):
+        return True
+    return a.startswith(b + ".") or b.startswith(a + ".")
+
+
 def check_same_broker(amqp: BrokerIdentity, management: BrokerIdentity, amqp_where: str,
-                      management_where: str, option: str = "--management-uri") -> None:
+                      management_where: str, option: str = "--management-uri",
+                      management_nodes: Sequence[str] = ()) -> None:
     """Raises :class:`BrokerMismatch` unless both identities name the same cluster.
 
     Args:
         amqp, management: what each side said.
         amqp_where, management_where: the two endpoints, for the message (pass masked URIs).
         option: what the user sets to fix it, named in the message.
+        management_nodes: the nodes the management API lists for its cluster (``GET
+            /api/nodes``), for a cluster without a name of its own.
 
     A side that does not name its cluster (an AMQP server other than RabbitMQ, a proxy that
     hides it) cannot be checked: that is not a mismatch.
@@ -75,6 +100,9 @@ def check_same_broker(amqp: BrokerIdentity, management: BrokerIdentity, amqp_whe
         return
     if amqp.cluster_name == management.cluster_name:
         return
+    if len(management_nodes) > 1 and is_default_name_of(amqp.cluster_name, management_nodes) \
+            and is_default_name_of(management.cluster_name, management_nodes):
+        return  # one cluster without a name of its own: each node says its own default
     hint = _conventional_management_url(amqp_where)
     if hint and _host_port(hint) == _host_port(management_where):
         hint = None

@@ -187,10 +187,16 @@ class ManagementClient:
             if self._expected is None:
                 return None
             identity, amqp_where, option = self._expected
-            found = identity_from_overview(self._send("GET", "overview", None, None))
+            overview = self._send("GET", "overview", None, None, check=False)
+            found = identity_from_overview(overview)
+            nodes: list[str] = []
+            if identity.cluster_name != found.cluster_name and identity.cluster_name:
+                # a cluster without a name of its own: each node says its own default
+                listed = self._send("GET", "nodes?columns=name", None, None, check=False) or []
+                nodes = [row.get("name", "") for row in listed if isinstance(row, dict)]
             try:
                 check_same_broker(identity, found, amqp_where, mask_uri(self.base_url[:-4]),
-                                  option)
+                                  option, management_nodes=nodes)
             except BrokerMismatch as exc:
                 self._verified = False
                 raise WrongBroker(str(exc), None, "GET", "overview") from None
@@ -205,18 +211,16 @@ class ManagementClient:
 
         After :meth:`expect_broker`, the API's identity is checked first (once).
         """
-        if self._expected is not None and not self._verified:
-            self.verify_broker()
         return self._send(method, path, body, headers)
 
     def _send(self, method: str, path: str, body: Any,
-              headers: dict[str, str] | None) -> Any:
+              headers: dict[str, str] | None, check: bool = True) -> Any:
         """One request, failing over to the next URL while the API cannot be reached (a node
         that is down); an answer of any kind, even an error status, ends the search."""
         tries = len(self._bases)
         while True:
             try:
-                return self._send_once(method, path, body, headers)
+                return self._send_once(method, path, body, headers, check)
             except ManagementError as exc:
                 tries -= 1
                 if exc.status is not None or tries <= 0 or isinstance(exc, WrongBroker):
@@ -231,9 +235,9 @@ class ManagementClient:
             self._verified = False
 
     def _send_once(self, method: str, path: str, body: Any,
-                   headers: dict[str, str] | None) -> Any:
-        if self._expected is not None and not self._verified and path != "overview":
-            self.verify_broker()
+                   headers: dict[str, str] | None, check: bool) -> Any:
+        if check and self._expected is not None and not self._verified:
+            self.verify_broker()  # a node failed over to is checked before it is believed
         data = None if body is None else json.dumps(body).encode("utf-8")
         req = urllib.request.Request(self.base_url + path, data=data, method=method)
         req.add_header("Authorization", self._auth)

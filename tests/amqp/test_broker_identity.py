@@ -81,3 +81,25 @@ def test_a_client_expecting_another_broker_answers_nothing(mgmt):
     for _ in range(2):  # every request, not only the first
         with pytest.raises(WrongBroker, match="--management-uri"):
             client.exchange_bindings("amq.direct")
+
+
+def test_a_cluster_without_a_name_of_its_own_matches_across_its_nodes():
+    from rtroute.amqp.broker_identity import is_default_name_of
+
+    nodes = ["rabbit-1@localhost", "rabbit-2@localhost", "rabbit-3@localhost"]
+    # RabbitMQ 3.10: each node of an unnamed cluster says NODE@FQDN of the machine
+    amqp = BrokerIdentity("rabbit-1@vm", "3.10.8")
+    api = BrokerIdentity("rabbit-2@vm", "3.10.8")
+    check_same_broker(amqp, api, "amqp://n1", "http://n2/", management_nodes=nodes)
+    assert is_default_name_of("rabbit@host.example.com", ["rabbit@host"])
+    assert is_default_name_of("rabbit@host", ["rabbit@host.example.com"])
+    assert not is_default_name_of("rabbit@hosta", ["rabbit@hostb"])
+    assert not is_default_name_of("rabbit4@vm", nodes)
+    # another broker: its name is no default of the API's nodes
+    with pytest.raises(BrokerMismatch):
+        check_same_broker(BrokerIdentity("rabbit@vm"), api, "amqp://other", "http://n2/",
+                          management_nodes=nodes)
+    # a single node is never matched this way: its own name would have been equal
+    with pytest.raises(BrokerMismatch):
+        check_same_broker(amqp, BrokerIdentity("rabbit-2@vm"), "amqp://n1", "http://n2/",
+                          management_nodes=["rabbit-2@localhost"])
