@@ -58,14 +58,16 @@ def route(bindings_path: str, kind: str, cc: tuple, bcc: tuple, as_json: bool,
 @main.command()
 @click.option("-c", "--config", "config_path", type=click.Path(dir_okay=False),
               help="rtroute.toml declaring the broker, managed exchanges and the HTTP endpoint.")
-@click.option("--uri", default=None, envvar="RTROUTE_URI", show_envvar=True,
-              help="Broker URI (overrides [broker] uri).  "
-              "[default: amqp://guest:guest@127.0.0.1:5672/%2F]")
-@click.option("--management-uri", "management_uri", default=None,
+@click.option("--uri", "uris", multiple=True, envvar="RTROUTE_URI", show_envvar=True,
+              help="Broker URI (overrides [broker] uri); repeat it for each node of a cluster "
+                   "(one is picked per connect, a lost connection fails over; in the "
+                   "variable, separate them with spaces).  "
+                   "[default: amqp://guest:guest@127.0.0.1:5672/%2F]")
+@click.option("--management-uri", "management_uris", multiple=True,
               envvar="RTROUTE_MANAGEMENT_URI", show_envvar=True,
-              help="Management API of that broker (overrides [broker] management_uri).  "
-                   "[default: http://HOST:15672/ with the URI's credentials; checked to be the "
-                   "same broker before it is trusted]")
+              help="Management API of that broker (overrides [broker] management_uri); "
+                   "repeatable, tried in order.  [default: http://HOST:15672/ of each --uri "
+                   "with its credentials; checked to be the same broker before it is trusted]")
 @click.option("--rtopic", "rtopic", multiple=True, metavar="NAME",
               help="Serve NAME as an x-rtopic exchange (repeatable; without a config file).")
 @click.option("--http", "http_listen", default=None, metavar="HOST:PORT",
@@ -89,7 +91,8 @@ def route(bindings_path: str, kind: str, cc: tuple, bcc: tuple, as_json: bool,
 @click.option("--log-format", default="text", show_default=True, envvar="RTROUTE_LOG_FORMAT",
               type=click.Choice(["text", "json"]),
               help="Log lines as text or as one JSON object per line.")
-def run(config_path: str | None, uri: str | None, management_uri: str | None, rtopic: tuple,
+def run(config_path: str | None, uris: tuple[str, ...], management_uris: tuple[str, ...],
+        rtopic: tuple,
         http_listen: str | None,
         prefetch: int, connection_name: str, persist_diverts: bool, log_level: str,
         log_format: str, cli_token: str | None, token_file: str | None) -> None:
@@ -135,10 +138,11 @@ def run(config_path: str | None, uri: str | None, management_uri: str | None, rt
         except ConfigError as exc:
             raise click.ClickException(str(exc)) from None
         specs = list(config.exchanges)
-        if uri and not management_uri and uri != config.broker.uri:
-            management_uri = derive_management_uri(uri)  # not the file's: another broker's
-        uri = uri or config.broker.uri
-        management_uri = management_uri or config.broker.management_uri
+        if uris and not management_uris and uris != config.broker.uris:
+            # not the file's: another broker's
+            management_uris = tuple(dict.fromkeys(derive_management_uri(u) for u in uris))
+        uris = uris or config.broker.uris
+        management_uris = management_uris or config.broker.management_uris
         http_listen = http_listen or config.http.listen
         token = token or config.http.token
         allow_changes = config.http.allow_unauthenticated_changes
@@ -169,8 +173,9 @@ def run(config_path: str | None, uri: str | None, management_uri: str | None, rt
         diverts = []
         allowed_transformers = ()
     try:
-        sidecar = Sidecar(uri or "amqp://guest:guest@127.0.0.1:5672/%2F", specs,
-                          management_uri=management_uri, connection_name=connection_name,
+        sidecar = Sidecar(_one_or_list(uris) or "amqp://guest:guest@127.0.0.1:5672/%2F",
+                          specs, management_uri=_one_or_list(management_uris),
+                          connection_name=connection_name,
                           diverts=diverts, persist_diverts=persist_diverts,
                           allowed_transformers=allowed_transformers)
     except ValueError as exc:
@@ -182,6 +187,11 @@ def run(config_path: str | None, uri: str | None, management_uri: str | None, rt
         raise click.ClickException(str(exc)) from None
     except ValueError as exc:  # e.g. an endpoint beyond loopback without a token
         raise click.ClickException(str(exc)) from None
+
+
+def _one_or_list(values: tuple[str, ...]) -> str | list[str] | None:
+    """None, the one value, or the list (a cluster's nodes)."""
+    return None if not values else values[0] if len(values) == 1 else list(values)
 
 
 @main.command()

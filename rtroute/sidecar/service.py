@@ -455,9 +455,11 @@ class Sidecar:
     """Serves managed exchanges, and their diverts, until :meth:`stop`.
 
     Args:
-        uri: the broker (RabbitMQ URI; the password never appears in logs or status).
+        uri: the broker (RabbitMQ URI; the password never appears in logs or status), or a
+            list of a cluster's nodes (one is picked per connect; a lost one fails over).
         exchanges: what to serve.
-        management_uri: the management API (default: derived from ``uri``); None disables
+        management_uri: the management API, or a list tried in order (default: derived from
+            each ``uri``); None disables
             the binding watcher (static bindings only).
         window: publishes in flight on the confirm window.
         use_management: False to rely on static bindings only.
@@ -476,8 +478,8 @@ class Sidecar:
             cycle, a transformer that does not import, ...).
     """
 
-    def __init__(self, uri: str, exchanges: list[ExchangeSpec],
-                 management_uri: str | None = None, window: int = 4000,
+    def __init__(self, uri: str | Sequence[str], exchanges: list[ExchangeSpec],
+                 management_uri: str | Sequence[str] | None = None, window: int = 4000,
                  use_management: bool = True, connection_name: str = "rtroute-sidecar",
                  diverts: Sequence[Any] = (), persist_diverts: bool = False,
                  divert_sync_interval: float = DIVERT_SYNC_INTERVAL,
@@ -487,11 +489,13 @@ class Sidecar:
         if persist_diverts and not use_management:
             raise ValueError("persist_diverts needs the management API")
         self.uri = uri
-        self.masked_uri = mask_uri(uri)
+        # a cluster's nodes: one is picked per connect (status shows the one connected)
+        self.masked_uri = ", ".join(mask_uri(one) for one in ([uri] if isinstance(uri, str)
+                                                                 else uri))
         self._allowed_transformers = frozenset(allowed_transformers)
         management = ManagementClient.from_amqp_uri(uri, management_uri) if use_management \
             else None
-        vhost = parse_uri(uri, strict=False).vhost
+        vhost = parse_uri(uri if isinstance(uri, str) else uri[0], strict=False).vhost
         self._vhost = vhost
         self._management = management
         self.exchanges = {
@@ -783,6 +787,7 @@ class Sidecar:
             "help": "Unexpected exceptions caught while routing (the messages were "
                     "dead-lettered)", "type": "counter", "samples": [({}, self.internal_errors)]}
         return {"healthy": bool(healthy), "broker": self.masked_uri,
+                "connected_to": self._connection.current_uri,
                 "connection": self._connection.state, "connects": self.connects,
                 "last_error": self.last_error, "internal_errors": self.internal_errors,
                 "hints": [BCC_HINT], "exchanges": exchanges, "diverts": diverts,
@@ -941,7 +946,7 @@ class Sidecar:
                                     lambda: self._start_exchanges(connection)))))
 
         connection.channel(on_open_callback=with_publish_channel)
-        LOG.info("connected to %s", self.masked_uri)
+        LOG.info("connected to %s", self._connection.current_uri or self.masked_uri)
 
     def _verify_management(self, connection: Any, then: Callable[[], Any]) -> None:
         """Makes sure the management API is this broker's before anything believes it, then
@@ -959,7 +964,7 @@ class Sidecar:
             return
         management.expect_broker(
             identity_from_server_properties(getattr(connection, "server_properties", None)),
-            self.masked_uri, MANAGEMENT_OPTION)
+            self._connection.current_uri or self.masked_uri, MANAGEMENT_OPTION)
         ioloop = self._connection.ioloop
         started = False
         logged: list[str] = []  # the problem last logged: one line per change, not per retry
