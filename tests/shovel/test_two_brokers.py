@@ -121,8 +121,8 @@ def test_flow_control_holds_messages_in_order_while_the_destination_is_blocked(
         if ack_mode == "on_confirm":
             assert depth(LOCAL, src) > 0      # it stopped taking: the rest waits at the source
         else:
-            wait_for(lambda: not session.reading, 10)   # waiting: 2000, then no more reads
-            assert len(session.pending) >= 2000
+            wait_for(lambda: not session.source.reading, 10)   # waiting: 2000, then no more reads
+            assert len(session.destination.pending) >= 2000
     finally:
         node2.ctl("set_vm_memory_high_watermark", "0.4")
     wait_state(worker, ShovelState.RUNNING)
