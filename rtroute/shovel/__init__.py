@@ -5,8 +5,13 @@ One module per concern, as in the plugin:
 - :mod:`~rtroute.shovel.config`: :class:`ShovelConfig` and its field-by-field checks;
   :mod:`~rtroute.shovel.importers` and :mod:`~rtroute.shovel.erlang_terms` read the plugin's
   own configurations (``rabbitmq.config`` terms, definitions exports);
-- :mod:`~rtroute.shovel.worker`: one shovel as a state machine (``ShovelWorker``);
-  its pass-through fast path works at the AMQP frame level (:mod:`rtroute.amqp.frames`);
+- :mod:`~rtroute.shovel.worker`: one shovel as a state machine (``ShovelWorker``), which knows
+  no protocol; each connect attempt is a :mod:`~rtroute.shovel.session` that wires a
+  :mod:`~rtroute.shovel.source` side (consume, filter with
+  :mod:`~rtroute.shovel.message_filter`, settle) to a :mod:`~rtroute.shovel.destination` side
+  (publish with confirms, flow control); both connect and declare through
+  :mod:`~rtroute.shovel.side`. The pass-through fast path works at the AMQP frame level
+  (:mod:`rtroute.amqp.frames`);
 - :mod:`~rtroute.shovel.status`: states, counters and the registry that ``/status`` and
   ``/metrics`` serve;
 - :mod:`~rtroute.shovel.runner`: several shovels in one process (``ShovelRunner``, ``serve``);

@@ -1,7 +1,7 @@
 """The destination side of a shovel: declare, publish, and report each outcome.
 
 As the plugin's destination behaviour (``rabbit_amqp091_shovel``'s destination half), a
-:class:`Destination` connects (see :class:`~rtroute.shovel.endpoint.Endpoint`), runs the
+:class:`Destination` connects (see :class:`~rtroute.shovel.side.Side`), runs the
 destination declarations and, with ``ack_mode = "on_confirm"``, puts its channel in confirm mode
 through :class:`rtroute.amqp.confirm_window.ConfirmWindow`, whose outcomes (acked, nacked,
 returned, failed) go to the source's :meth:`~rtroute.shovel.source.Source.on_outcome`.
@@ -33,7 +33,7 @@ from rtroute.amqp.content_header import ContentHeader
 from rtroute.amqp.field_table import FieldTable, Int64
 from rtroute.amqp.uri import AmqpUri
 from rtroute.shovel.config import ShovelConfig
-from rtroute.shovel.endpoint import Endpoint
+from rtroute.shovel.side import Side
 from rtroute.shovel.status import ShovelState, uri_without_credentials
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ def forward_header_table(
     return table
 
 
-class Destination(Endpoint):
+class Destination(Side):
     """The destination side of one session (see the module docstring).
 
     ``on_resumed`` is called after a pause ended and the waiting deliveries went out (the

@@ -20,7 +20,7 @@ line per failure (it logs each attempt itself). Declarations: it runs them with
 ``declare_async`` and closes the connection on an error, where the shovel needs the frame
 reader installed before the first channel opens, ``if_missing`` declarations, the step that
 failed in the log, and the server-named queues of a failed start removed before the
-connection closes (:mod:`rtroute.shovel.endpoint`). Wrapping it would mean turning each of
+connection closes (:mod:`rtroute.shovel.side`). Wrapping it would mean turning each of
 these off through new options, which changes :mod:`rtroute.amqp.connection` for one caller.
 """
 from __future__ import annotations
@@ -29,7 +29,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from rtroute.shovel.destination import Destination
-from rtroute.shovel.endpoint import STOP_TIMEOUT
+from rtroute.shovel.side import STOP_TIMEOUT
 from rtroute.shovel.source import Source
 from rtroute.shovel.status import ShovelState
 

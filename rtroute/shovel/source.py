@@ -1,7 +1,7 @@
 """The source side of a shovel: consume, filter, and settle each message at the source.
 
 As the plugin's source behaviour (``rabbit_amqp091_shovel``'s source half), a :class:`Source`
-connects (see :class:`~rtroute.shovel.endpoint.Endpoint`), runs the source declarations, picks
+connects (see :class:`~rtroute.shovel.side.Side`), runs the source declarations, picks
 the queue (``queue``, or a queue bound to ``src-exchange``), sets the prefetch window and
 consumes. Deliveries arrive as frames (:mod:`rtroute.amqp.frames`), are filtered, and go to the
 destination; the destination reports each outcome to :meth:`Source.on_outcome`, which settles
@@ -37,21 +37,19 @@ from typing import TYPE_CHECKING, Any
 
 import pika.exceptions
 
-from rtroute.amqp import ManagementClient, ManagementError, frames, pika_internals
+from rtroute.amqp import ManagementClient, ManagementError, pika_internals
 from rtroute.amqp.broker_identity import identity_from_server_properties
 from rtroute.amqp.confirm_window import Outcome, PublishFuture
-from rtroute.amqp.content_header import decode_properties
 from rtroute.amqp.settle import Delivery, Settler
 from rtroute.amqp.uri import AmqpUri
-from rtroute.shovel.config import ShovelConfig
-from rtroute.shovel.endpoint import Endpoint, short_reason
+from rtroute.shovel.side import Side, short_reason
 from rtroute.shovel.status import scrub
 
 if TYPE_CHECKING:
     from rtroute.shovel.destination import Destination
     from rtroute.shovel.session import Session
 
-__all__ = ["HOLD_DELAY", "PENDING_LIMIT", "MessageFilter", "Source", "SourceDelivery"]
+__all__ = ["HOLD_DELAY", "PENDING_LIMIT", "Source", "SourceDelivery"]
 
 LOGGER = logging.getLogger("rtroute.shovel")
 
@@ -87,46 +85,7 @@ class SourceDelivery(Delivery):
         self.attempts = 0
 
 
-class MessageFilter:
-    """The optional message filter (selector and/or key pattern)."""
-
-    def __init__(self, config: ShovelConfig) -> None:
-        spec = config.filter
-        assert spec is not None
-        self.leave = spec.on_mismatch == "leave"
-        self._selector = None
-        self._facts = None
-        if spec.selector is not None:
-            from rtroute.selector import MessageFacts, compile
-
-            self._selector = compile(spec.selector)
-            self._facts = MessageFacts
-        self._key_matcher = None
-        if spec.key is not None:
-            from rtroute.core import ForwardMatcher, ReverseMatcher
-
-            matcher = ForwardMatcher() if spec.kind == "topic" else ReverseMatcher()
-            matcher.add(spec.key)
-            self._key_matcher = matcher
-
-    def matches(self, entry: SourceDelivery) -> bool:
-        """Whether the message passes the key pattern and the selector."""
-        if self._key_matcher is not None:
-            key = entry.routing_key[1:].decode("utf-8", "replace")
-            if not self._key_matcher.match(key):
-                return False
-        if self._selector is not None:
-            header = entry.parts[0]
-            properties = decode_properties(header)  # without loss: a double stays a double
-            facts = self._facts(properties=properties, body_size=frames.body_size(header),
-                                exchange=entry.exchange[1:].decode("utf-8", "replace"))
-            body = frames.body_of(entry.parts) if self._selector.needs_body else None
-            return bool(self._selector.matches(properties.headers or {}, message=facts,
-                                               body=body))
-        return True
-
-
-class Source(Endpoint):
+class Source(Side):
     """The source side of one session (see the module docstring)."""
 
     def __init__(self, session: Session, uris: list[AmqpUri]) -> None:

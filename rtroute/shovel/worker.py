@@ -13,7 +13,7 @@ knows no protocol; the parts are:
   (acks, requeues, dead-lettering through the source queue's dead-letter exchange);
 - :mod:`~rtroute.shovel.destination`: connect, declare, publish (with confirms), rewrite
   properties and headers, flow control;
-- :mod:`~rtroute.shovel.endpoint`: what both sides share (connecting through a broker list,
+- :mod:`~rtroute.shovel.side`: what both sides share (connecting through a broker list,
   running declarations, removing the server-named queues of a failed start).
 
 States (see :class:`~rtroute.shovel.status.ShovelState`): ``starting`` while a session connects
@@ -46,15 +46,15 @@ from rtroute.shovel.destination import (
     WRITE_BUFFER_LOW,
     forward_header_table,
 )
-from rtroute.shovel.endpoint import STOP_TIMEOUT, short_reason
+from rtroute.shovel.message_filter import MessageFilter
 from rtroute.shovel.session import Session
+from rtroute.shovel.side import STOP_TIMEOUT, short_reason
 from rtroute.shovel.source import (
     DLX_CHECK_TTL,
     HOLD_DELAY,
     PENDING_LIMIT,
     REFUSED_LOG_INTERVAL,
     RETRY_DELAY_MAX,
-    MessageFilter,
 )
 from rtroute.shovel.status import ShovelState, ShovelStatus, uri_without_credentials
 

@@ -1,6 +1,6 @@
 """What the source and the destination side of a shovel share: connecting and declaring.
 
-An :class:`Endpoint` is one side of one session (see :mod:`rtroute.shovel.session`): it tries
+A :class:`Side` is one side of one session (see :mod:`rtroute.shovel.session`): it tries
 its brokers in a random order until one accepts, opens the shovel's channel, runs the side's
 declarations one at a time and hands the channel to its subclass
 (:class:`~rtroute.shovel.source.Source`, :class:`~rtroute.shovel.destination.Destination`).
@@ -29,7 +29,7 @@ from rtroute.shovel.status import scrub
 if TYPE_CHECKING:
     from rtroute.shovel.session import Session
 
-__all__ = ["STOP_TIMEOUT", "Endpoint", "short_reason"]
+__all__ = ["STOP_TIMEOUT", "Side", "short_reason"]
 
 LOGGER = logging.getLogger("rtroute.shovel")
 
@@ -41,7 +41,7 @@ STOP_TIMEOUT = 10.0
 Queues = dict[str, list[tuple[str, str, Any]]]
 
 
-class Endpoint:
+class Side:
     """One side of a session: its connection, its channel and its declarations.
 
     Args:
