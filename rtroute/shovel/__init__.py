@@ -2,9 +2,11 @@
 
 One module per concern, as in the plugin:
 
-- :mod:`~rtroute.shovel.config`: :class:`ShovelConfig` and its field-by-field checks;
-  :mod:`~rtroute.shovel.importers` and :mod:`~rtroute.shovel.erlang_terms` read the plugin's
-  own configurations (``rabbitmq.config`` terms, definitions exports);
+- :mod:`~rtroute.shovel.config`: :class:`ShovelConfig` and its field-by-field checks (the
+  parsers of a table's parts in :mod:`~rtroute.shovel.config_fields`);
+  :mod:`~rtroute.shovel.importers` (with :mod:`~rtroute.shovel.erlang_terms`) and
+  :mod:`~rtroute.shovel.definitions` read the plugin's own configurations
+  (``rabbitmq.config`` terms, definitions exports);
 - :mod:`~rtroute.shovel.worker`: one shovel as a state machine (``ShovelWorker``), which knows
   no protocol; each connect attempt is a :mod:`~rtroute.shovel.session` that wires a
   :mod:`~rtroute.shovel.source` side (consume, filter with
