@@ -110,6 +110,10 @@ BCC_HINT = ("RabbitMQ removes a publisher's BCC header before the ingress queue 
             "exchanges[].empty_headers counts those (clients that always send a table too).")
 
 
+# rtroute.dead declared as a quorum queue exists as a classic one, or the other way round
+_INEQUIVALENT_DEAD_LETTER_TYPE = re.compile(
+    r"inequivalent arg 'x-queue-type' for queue '" + re.escape(DEAD_LETTER_QUEUE) +
+    r"' in vhost '[^']*': received (?:the value )?'?(\w+)")
 # a declaration refused because the exchange exists with another type
 _INEQUIVALENT_TYPE = re.compile(
     r"inequivalent arg 'type' for exchange '([^']*)' in vhost '[^']*': received '[^']*' but "
@@ -169,13 +173,22 @@ def declarations_for(spec: ExchangeSpec, rtopic_bindings_type: str = "topic") ->
     return decls
 
 
-DEAD_LETTER_DECLARATIONS = [
-    {"method": "exchange.declare", "exchange": DEAD_LETTER_EXCHANGE, "type": "fanout",
-     "durable": True},
-    {"method": "queue.declare", "queue": DEAD_LETTER_QUEUE, "durable": True},
-    {"method": "queue.bind", "queue": DEAD_LETTER_QUEUE, "exchange": DEAD_LETTER_EXCHANGE,
-     "routing_key": ""},
-]
+def dead_letter_declarations(queue_type: str = "classic") -> list[dict]:
+    """``rtroute.dead`` (exchange and queue). On a cluster (a quorum ingress) the queue is a
+    quorum queue too: a classic one lives on one node, and while that node is down no sidecar
+    can declare it (``404 home node ... is down``), so none could start."""
+    arguments = {"x-queue-type": "quorum"} if queue_type == "quorum" else {}
+    return [
+        {"method": "exchange.declare", "exchange": DEAD_LETTER_EXCHANGE, "type": "fanout",
+         "durable": True},
+        {"method": "queue.declare", "queue": DEAD_LETTER_QUEUE, "durable": True,
+         "arguments": arguments},
+        {"method": "queue.bind", "queue": DEAD_LETTER_QUEUE, "exchange": DEAD_LETTER_EXCHANGE,
+         "routing_key": ""},
+    ]
+
+
+DEAD_LETTER_DECLARATIONS = dead_letter_declarations()
 
 
 #: Per-exchange counter -> help text: declared once, shown by ``/status`` (each exchange's
@@ -513,6 +526,9 @@ class Sidecar:
         # the type each rtopic NAME.bindings has on the broker, once known (None: declare it
         # with the type that suits the broker's version)
         self._bindings_types: dict[str, str] = {}
+        # quorum beside a quorum ingress (a cluster), unless it exists as a classic queue
+        self._dead_letter_queue_type = "quorum" if any(
+            spec.ingress_queue_type == "quorum" for spec in exchanges) else "classic"
         self._window_size = window
         self._connection = ReconnectingConnection(
             uri, on_ready=self._on_ready, on_lost=self._on_lost,
@@ -1169,7 +1185,7 @@ class Sidecar:
         if isinstance(version, bytes):
             version = version.decode("utf-8", "replace")
         preferred = bindings_exchange_type(version)
-        declarations = list(DEAD_LETTER_DECLARATIONS)
+        declarations = dead_letter_declarations(self._dead_letter_queue_type)
         for name, ex in self.exchanges.items():
             kind = self._bindings_types.get(name, preferred)
             if isinstance(ex.router, ExchangeRouter):
@@ -1193,8 +1209,20 @@ class Sidecar:
                          "BCC faster; delete it while no sidecar runs to have it declared so)",
                          exchange, current)
 
+    def _learn_dead_letter_type(self, reason: str) -> None:
+        """A refused ``rtroute.dead`` declaration: the queue exists with the other type; keep
+        it (a queue's type cannot change)."""
+        found = _INEQUIVALENT_DEAD_LETTER_TYPE.search(reason)
+        if found is None:
+            return
+        self._dead_letter_queue_type = "classic" if found.group(1) == "quorum" else "quorum"
+        LOG.info("%s is a %s queue: kept as it is (on a cluster a quorum one survives the loss "
+                 "of a node; delete it while no sidecar runs to have it declared so)",
+                 DEAD_LETTER_QUEUE, self._dead_letter_queue_type)
+
     def _on_lost(self, reason: str) -> None:
         self._learn_bindings_type(reason)
+        self._learn_dead_letter_type(reason)
         self.last_error = reason
         was_serving = self._window is not None
         self._window = None
