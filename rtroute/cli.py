@@ -294,13 +294,17 @@ def config_group() -> None:
 def config_check(path: str) -> None:
     """Validate PATH; print each problem as FILE:LINE: message (exit status 1 on error)."""
     from rtroute.config import ConfigError, load
+    from rtroute.proxy.config import load_proxy_settings
 
     try:
         config = load(path)
+        proxy = load_proxy_settings(path)  # [proxy] is checked by the proxy's own reader
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
+    listeners = [*proxy.listen, *proxy.listen_tls]
+    proxied = f", a proxy on {', '.join(listeners)}" if listeners else ""
     click.echo(f"{path}: OK ({len(config.exchanges)} exchanges, {len(config.diverts)} diverts, "
-               f"{len(config.shovels)} shovels)")
+               f"{len(config.shovels)} shovels{proxied})")
 
 
 def _register_groups() -> None:

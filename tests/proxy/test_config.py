@@ -34,3 +34,19 @@ def test_tls_listeners_need_a_certificate():
 
 def test_the_sidecar_config_accepts_a_proxy_table():
     loads('[proxy]\nlisten = "127.0.0.1:5680"\n')
+
+
+def test_rtroute_config_check_checks_the_proxy_table_too(tmp_path):
+    from click.testing import CliRunner
+
+    from rtroute.cli import main
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[proxy]\nlisten = "127.0.0.1:99999"\n')
+    result = CliRunner().invoke(main, ["config", "check", str(bad)])
+    assert result.exit_code == 1
+    assert f"{bad}:2: proxy: listen" in result.output
+    good = tmp_path / "good.toml"
+    good.write_text('[proxy]\nlisten = "127.0.0.1:5680"\n')
+    result = CliRunner().invoke(main, ["config", "check", str(good)])
+    assert result.exit_code == 0 and "a proxy on 127.0.0.1:5680" in result.output
