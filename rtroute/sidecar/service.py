@@ -24,10 +24,8 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import dataclasses
-import enum
 import logging
 import queue
-import re
 import struct
 import threading
 import time
@@ -40,7 +38,6 @@ import pika.exceptions
 
 from rtroute import sd_notify
 from rtroute.amqp import (
-    BindingWatcher,
     ConfirmWindow,
     Delivery,
     ManagementClient,
@@ -57,7 +54,6 @@ from rtroute.amqp import (
 from rtroute.amqp.broker_identity import identity_from_server_properties
 from rtroute.amqp.content_header import dead_letter_frames
 from rtroute.amqp.management import WrongBroker
-from rtroute.config import ExchangeConfig
 from rtroute.divert import (
     Divert,
     DivertError,
@@ -70,27 +66,44 @@ from rtroute.divert import (
     resolve_target,
 )
 from rtroute.divert.copies import EXCHANGE, QUEUE
-from rtroute.divert.table import DIVERT_COUNTERS
-from rtroute.metrics import LatencyHistogram, counter_metrics
 from rtroute.selector import MessageFacts
-from rtroute.sidecar.delivery import bindings_exchange_type
 from rtroute.sidecar.divert_store import DivertStore, divert_json
+from rtroute.sidecar.exchange import UNROUTABLE_LOG_INTERVAL, ManagedExchange
 from rtroute.sidecar.ingress import IngressMessage
-from rtroute.sidecar.router import (
-    ERROR_HEADER,
-    BrokerRoutedRouter,
-    Decision,
-    ExchangeRouter,
+from rtroute.sidecar.layout import (
+    DEAD_LETTER_DECLARATIONS,
+    DEAD_LETTER_EXCHANGE,
+    DEAD_LETTER_QUEUE,
+    BrokerLayout,
+    ExchangeSpec,
+    dead_letter_declarations,
+    declarations_for,
 )
+from rtroute.sidecar.router import ERROR_HEADER, Decision
+from rtroute.sidecar.status import (
+    BCC_HINT,
+    EXCHANGE_COUNTERS,
+    Counters,
+    ExchangeState,
+    sidecar_metrics,
+)
+
+# What other modules and tests import from here (some of it now lives in the modules above).
+__all__ = [
+    "BCC_HINT", "COPY", "DEAD", "DEAD_LETTER_DECLARATIONS", "DEAD_LETTER_EXCHANGE",
+    "DEAD_LETTER_QUEUE", "DIVERT_HEADER", "DIVERT_SYNC_INTERVAL", "EXCHANGE_COUNTERS",
+    "FILE_WINS", "LOOK_AGAIN_INTERVAL", "MANAGEMENT_OPTION", "METHOD_FRAME_CACHE", "ORIGINAL",
+    "REPROBE_INTERVAL", "SOURCE_HEADER", "TRANSFORMER_BUDGET", "UNROUTABLE_LOG_INTERVAL",
+    "VERIFY_RETRY", "AddressProbe", "Counters", "ExchangeSpec", "ExchangeState",
+    "ManagedExchange", "Sidecar", "SidecarFatal", "dead_letter_declarations",
+    "declarations_for", "serve",
+]
 
 LOG = logging.getLogger("rtroute.sidecar")
 
-DEAD_LETTER_EXCHANGE = "rtroute.dead"
-DEAD_LETTER_QUEUE = "rtroute.dead"
 SOURCE_HEADER = "x-rtroute-exchange"
 DIVERT_HEADER = "x-rtroute-divert"
 REPROBE_INTERVAL = 10.0  # seconds between looks for forwarding addresses that did not exist
-UNROUTABLE_LOG_INTERVAL = 10.0  # seconds between two log lines about unroutable messages
 TRANSFORMER_BUDGET = 5.0  # seconds a divert transformer may take for one copy
 LOOK_AGAIN_INTERVAL = 1.0  # at most one look per second at an address a copy found missing
 METHOD_FRAME_CACHE = 10_000  # basic.publish frames kept, by (exchange, routing key)
@@ -102,143 +115,11 @@ MANAGEMENT_OPTION = "--management-uri (RTROUTE_MANAGEMENT_URI, [broker] manageme
 FILE_WINS = ("stored divert %s ignored: the config file defines a divert of that name, and the "
              "file wins (as Artemis deploys a stored divert only when its configuration does not "
              "name it); delete it from %s, or rename one of them")
-BCC_HINT = ("RabbitMQ removes a publisher's BCC header before the ingress queue stores the "
-            "message, so the sidecar never sees it and those copies are not made: publishers "
-            "put blind copies in each exchange's bcc_alias_header instead (x-rtroute-bcc by "
-            "default), which the sidecar removes before delivery. CC works as published. "
-            "The one trace a BCC-only publish leaves is an empty headers table: "
-            "exchanges[].empty_headers counts those (clients that always send a table too).")
-
-
-# rtroute.dead declared as a quorum queue exists as a classic one, or the other way round
-_INEQUIVALENT_DEAD_LETTER_TYPE = re.compile(
-    r"inequivalent arg 'x-queue-type' for queue '" + re.escape(DEAD_LETTER_QUEUE) +
-    r"' in vhost '[^']*': received (?:the value )?'?(\w+)")
-# a declaration refused because the exchange exists with another type
-_INEQUIVALENT_TYPE = re.compile(
-    r"inequivalent arg 'type' for exchange '([^']*)' in vhost '[^']*': received '[^']*' but "
-    r"current is '([^']*)'")
 
 
 class SidecarFatal(RuntimeError):
     """The sidecar stopped because it cannot serve correctly (the message says why and what
     to change); restarting it unchanged would fail the same way."""
-
-
-# One managed exchange, as the config declares it; the sidecar needs nothing more.
-ExchangeSpec = ExchangeConfig
-
-
-def declarations_for(spec: ExchangeSpec, rtopic_bindings_type: str = "topic") -> list[dict]:
-    """The idempotent declarations one managed exchange needs (run on every connect).
-
-    ``rtopic_bindings_type`` is the type of an rtopic exchange's ``NAME.bindings``: topic on
-    RabbitMQ 3.x, direct on 4.x (see :func:`rtroute.sidecar.delivery.bindings_exchange_type`
-    for the measurements), or the type an existing one has.
-    """
-    bindings_args = {"alternate-exchange": spec.alternate_exchange} if spec.alternate_exchange \
-        else {}
-    bindings_type = rtopic_bindings_type if spec.kind == "rtopic" else spec.kind
-    decls: list[dict] = [
-        {"method": "exchange.declare", "exchange": spec.name, "type": "fanout",
-         "durable": True},
-        {"method": "exchange.declare", "exchange": spec.bindings_exchange,
-         "type": bindings_type, "durable": True, "arguments": bindings_args},
-    ]
-    if spec.alternate_exchange:
-        decls.append({"method": "exchange.declare", "exchange": spec.alternate_exchange,
-                      "type": "fanout", "durable": True})
-    ingress_args: dict[str, Any] = {"x-single-active-consumer": True,
-                                    "x-queue-type": spec.ingress_queue_type}
-    if spec.ingress_queue_type == "quorum":
-        # past the delivery limit a quorum queue drops the message unless it has a dead-letter
-        # exchange (4.x sets a limit of 20 by default): dead-letter it, reason in x-death
-        ingress_args.update({"x-dead-letter-exchange": DEAD_LETTER_EXCHANGE,
-                             "x-delivery-limit": spec.ingress_delivery_limit})
-    decls += [
-        {"method": "queue.declare", "queue": spec.ingress_queue, "durable": True,
-         "arguments": ingress_args},
-        {"method": "queue.bind", "queue": spec.ingress_queue, "exchange": spec.name,
-         "routing_key": ""},
-    ]
-    for b in spec.bindings:
-        if b.destination_type == "queue":
-            decls.append({"method": "queue.bind", "queue": b.destination,
-                          "exchange": spec.bindings_exchange, "routing_key": b.key,
-                          "arguments": dict(b.arguments)})
-        else:
-            decls.append({"method": "exchange.bind", "destination": b.destination,
-                          "source": spec.bindings_exchange, "routing_key": b.key,
-                          "arguments": dict(b.arguments)})
-    return decls
-
-
-def dead_letter_declarations(queue_type: str = "classic") -> list[dict]:
-    """``rtroute.dead`` (exchange and queue). On a cluster (a quorum ingress) the queue is a
-    quorum queue too: a classic one lives on one node, and while that node is down no sidecar
-    can declare it (``404 home node ... is down``), so none could start."""
-    arguments = {"x-queue-type": "quorum"} if queue_type == "quorum" else {}
-    return [
-        {"method": "exchange.declare", "exchange": DEAD_LETTER_EXCHANGE, "type": "fanout",
-         "durable": True},
-        {"method": "queue.declare", "queue": DEAD_LETTER_QUEUE, "durable": True,
-         "arguments": arguments},
-        {"method": "queue.bind", "queue": DEAD_LETTER_QUEUE, "exchange": DEAD_LETTER_EXCHANGE,
-         "routing_key": ""},
-    ]
-
-
-DEAD_LETTER_DECLARATIONS = dead_letter_declarations()
-
-
-#: Per-exchange counter -> help text: declared once, shown by ``/status`` (each exchange's
-#: ``counters`` fields, also at its top level) and ``/metrics`` (``rtroute_exchange_*_total``).
-EXCHANGE_COUNTERS: dict[str, str] = {
-    "received": "Ingress messages received",
-    "routed": "Messages routed to at least one binding",
-    "unroutable": "Messages that matched no binding",
-    "dead_lettered": "Malformed messages sent to rtroute.dead",
-    "diverted": "Messages taken away by an exclusive divert",
-    "republished": "Republishes confirmed by the broker",
-    "requeued": "Ingress messages requeued after a nack",
-    "redelivered": "Ingress messages seen again (at-least-once)",
-    "returned": "Republishes returned: bindings changed meanwhile",
-    # straight to a queue through the default exchange (a match set too large for one
-    # frame's BCC): consumers see exchange "" and the queue name as routing key
-    "direct_to_queue": "Republishes straight to a queue (BCC too big)",
-    # all RabbitMQ leaves of a publish whose only header was BCC (stripped before the
-    # ingress queue); some clients send an empty table anyway
-    "empty_headers": "Messages with an empty headers table",
-}
-
-
-class Counters:
-    """Per-exchange counters since start (see :data:`EXCHANGE_COUNTERS`; plain ints,
-    attributes on the hot path, readable from the HTTP thread)."""
-
-    __slots__ = tuple(EXCHANGE_COUNTERS)
-
-    def __init__(self) -> None:
-        for name in self.__slots__:
-            setattr(self, name, 0)
-
-    def as_dict(self) -> dict[str, int]:
-        """Every counter by name, in :data:`EXCHANGE_COUNTERS` order."""
-        return {name: getattr(self, name) for name in self.__slots__}
-
-
-class ExchangeState(enum.Enum):
-    """What a managed exchange is doing (``/status`` shows the value)."""
-
-    STARTING = "starting"
-    """Connecting, declaring, learning bindings."""
-    RUNNING = "running"
-    """Consuming its ingress queue."""
-    RECONNECTING = "reconnecting"
-    """The connection or a channel was lost; unacked messages will be redelivered."""
-    STOPPING = "stopping"
-    """Stopped consuming; waiting for the confirms of what is in flight."""
-    STOPPED = "stopped"
 
 
 class _Pending(Delivery):
@@ -283,91 +164,6 @@ class _Out:
         self.divert = divert
         self.frames = frames
         self.frame_count = frame_count
-
-
-class ManagedExchange:
-    """One managed exchange: its router, binding watcher, counters and ingress consumer."""
-
-    def __init__(self, spec: ExchangeSpec, management: ManagementClient | None,
-                 vhost: str, frame_max: int) -> None:
-        self.spec = spec
-        self.broker_routed = spec.kind != "rtopic"
-        self.router: ExchangeRouter | BrokerRoutedRouter
-        if self.broker_routed:
-            self.router = BrokerRoutedRouter(spec.name, spec.bcc_alias_header)
-        else:
-            self.router = ExchangeRouter(spec.name, "rtopic", spec.bcc_alias_header,
-                                         spec.alternate_exchange, frame_max)
-        self.on_bindings_ready: Callable[[], Any] = lambda: None
-        self.counters = Counters()
-        self.latency = LatencyHistogram()  # ingress delivery -> every republish confirmed
-        # the last unroutable routing keys, and the log line's rate limit
-        self.last_unroutable: collections.deque[tuple[str, str]] = collections.deque(maxlen=5)
-        self._unroutable_logged_at = -1e9
-        self._unroutable_since_log = 0
-        self.state = ExchangeState.STARTING
-        self.since = time.time()
-        self.consumer_tag: str | None = None
-        self.watcher: BindingWatcher | None = None
-        if self.broker_routed:
-            return  # RabbitMQ routes on NAME.bindings: no bindings to learn
-        router = self.router
-        assert isinstance(router, ExchangeRouter)
-        if management is not None:
-            self.watcher = BindingWatcher(
-                spec.bindings_exchange, management, vhost=vhost,
-                on_add=lambda b: router.bind((b.destination_type, b.destination),
-                                             b.binding_key),
-                on_remove=lambda b: router.unbind((b.destination_type, b.destination),
-                                                  b.binding_key),
-                on_ready=lambda: self.on_bindings_ready(),
-                relist_interval=30.0)
-        else:
-            for b in spec.bindings:
-                router.bind((b.destination_type, b.destination), b.key)
-
-    def note_unroutable(self, routing_key: str, why: str = "no binding matched") -> None:
-        """Counts an unroutable message and says so: one log line at most every 10 s per
-        exchange (with the count since the last one), the last few keys in ``/status``."""
-        self.counters.unroutable += 1
-        self.last_unroutable.append(
-            (time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), routing_key))
-        self._unroutable_since_log += 1
-        now = time.monotonic()
-        if now - self._unroutable_logged_at >= UNROUTABLE_LOG_INTERVAL:
-            target = f"; it went to the alternate exchange {self.spec.alternate_exchange!r}" \
-                if self.spec.alternate_exchange else \
-                " and was dropped, as the plugin drops it (set alternate_exchange to keep it)"
-            LOG.warning("exchange %s: %d unroutable message(s) since the last report (%s), "
-                        "last routing key %r%s", self.spec.name, self._unroutable_since_log,
-                        why, routing_key, target)
-            self._unroutable_logged_at = now
-            self._unroutable_since_log = 0
-
-    def set_state(self, state: ExchangeState) -> None:
-        if state != self.state:
-            self.state = state
-            self.since = time.time()
-
-    def status(self, in_flight: int) -> dict:
-        c = self.counters
-        return {
-            "name": self.spec.name,
-            "kind": self.spec.kind,
-            "state": self.state.value,
-            "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.since)),
-            # broker-routed kinds: RabbitMQ holds the bindings, the sidecar does not track them
-            "bindings_known": None if self.broker_routed else len(self.router.bindings()),
-            # re-listings that disagreed with the event stream (see BindingWatcher._reconcile)
-            "bindings_disagreements": 0 if self.watcher is None else self.watcher.disagreements,
-            "last_bindings_disagreement": None if self.watcher is None
-            else self.watcher.last_disagreement,
-            "in_flight": in_flight,
-            **c.as_dict(),
-            "last_unroutable": [{"at": at, "routing_key": key}
-                                for at, key in self.last_unroutable],
-            "bcc_alias_header": self.spec.bcc_alias_header,
-        }
 
 
 class AddressProbe:
@@ -523,16 +319,11 @@ class Sidecar:
         # serialises the stored list's read-modify-writes and the syncing of the table with it
         self._store_lock = threading.Lock()
         self._divert_sync_interval = divert_sync_interval
-        # the type each rtopic NAME.bindings has on the broker, once known (None: declare it
-        # with the type that suits the broker's version)
-        self._bindings_types: dict[str, str] = {}
-        # quorum beside a quorum ingress (a cluster), unless it exists as a classic queue
-        self._dead_letter_queue_type = "quorum" if any(
-            spec.ingress_queue_type == "quorum" for spec in exchanges) else "classic"
+        self._layout = BrokerLayout(self.exchanges)
         self._window_size = window
         self._connection = ReconnectingConnection(
             uri, on_ready=self._on_ready, on_lost=self._on_lost,
-            declarations=self._declarations, connection_name=connection_name)
+            declarations=self._layout.declarations, connection_name=connection_name)
         self._window: ConfirmWindow | None = None
         self._consume_channel: Any = None
         self._reader: frames.FrameReader | None = None
@@ -778,30 +569,10 @@ class Sidecar:
         diverts = self._diverts_status()
         healthy = self._connection.state not in ("stopped",) and self._window is not None \
             and not self._window.closed
-        vhost = self._vhost
-        metrics: dict[str, dict] = counter_metrics(
-            "rtroute_exchange_", {**EXCHANGE_COUNTERS, "bindings_disagreements":
-                                  "Binding re-listings that disagreed with the event stream"},
-            [({"exchange": e["name"], "vhost": vhost}, e) for e in exchanges])
-        metrics["rtroute_exchange_bindings"] = {
-            "help": "Bindings known", "type": "gauge",
-            "samples": [({"exchange": e["name"], "vhost": vhost}, e["bindings_known"])
-                        for e in exchanges if e["bindings_known"] is not None]}
-        metrics["rtroute_exchange_confirm_latency_seconds"] = {
-            "help": "From the ingress delivery to the broker's confirm of every republish",
-            "type": "histogram",
-            "samples": [({"exchange": ex.spec.name, "vhost": vhost}, ex.latency.sample())
-                        for ex in self.exchanges.values()]}
-        metrics.update(counter_metrics(
-            "rtroute_divert_", DIVERT_COUNTERS,
-            [({"divert": d["name"], "vhost": vhost}, d) for d in diverts]))
-        metrics["rtroute_in_flight"] = {"help": "Ingress messages awaiting confirms",
-                                        "type": "gauge", "samples": [({}, in_flight)]}
-        metrics["rtroute_connects_total"] = {"help": "Broker connections made", "type": "counter",
-                                             "samples": [({}, self.connects)]}
-        metrics["rtroute_internal_errors_total"] = {
-            "help": "Unexpected exceptions caught while routing (the messages were "
-                    "dead-lettered)", "type": "counter", "samples": [({}, self.internal_errors)]}
+        metrics = sidecar_metrics(
+            self._vhost, exchanges,
+            [(ex.spec.name, ex.latency.sample()) for ex in self.exchanges.values()],
+            diverts, in_flight, self.connects, self.internal_errors)
         return {"healthy": bool(healthy), "broker": self.masked_uri,
                 "connected_to": self._connection.current_uri,
                 "connection": self._connection.state, "connects": self.connects,
@@ -1176,53 +947,8 @@ class Sidecar:
 
         self._look_up_targets_then(candidate, apply, result)
 
-    def _declarations(self, connection: Any) -> list[dict]:
-        """What to declare on this connection: an rtopic ``NAME.bindings`` is a direct exchange
-        on RabbitMQ 4 (which indexes direct routing) and a topic one before, unless it exists
-        with the other type (learned from the broker's refusal, see :meth:`_on_lost`)."""
-        properties = getattr(connection, "server_properties", None) or {}
-        version = properties.get("version")
-        if isinstance(version, bytes):
-            version = version.decode("utf-8", "replace")
-        preferred = bindings_exchange_type(version)
-        declarations = dead_letter_declarations(self._dead_letter_queue_type)
-        for name, ex in self.exchanges.items():
-            kind = self._bindings_types.get(name, preferred)
-            if isinstance(ex.router, ExchangeRouter):
-                ex.router.bindings_type = kind
-            declarations += declarations_for(ex.spec, kind)
-        return declarations
-
-    def _learn_bindings_type(self, reason: str) -> None:
-        """A refused ``NAME.bindings`` declaration names the type the exchange has: keep it
-        (RabbitMQ cannot change an exchange's type; delete the exchange to let it be
-        declared anew)."""
-        found = _INEQUIVALENT_TYPE.search(reason)
-        if found is None:
-            return
-        exchange, current = found.group(1), found.group(2)
-        for name, ex in self.exchanges.items():
-            if ex.spec.bindings_exchange == exchange and ex.spec.kind == "rtopic" and \
-                    current in ("topic", "direct"):
-                self._bindings_types[name] = current
-                LOG.info("%s is a %s exchange: kept as it is (on RabbitMQ 4 a direct one routes "
-                         "BCC faster; delete it while no sidecar runs to have it declared so)",
-                         exchange, current)
-
-    def _learn_dead_letter_type(self, reason: str) -> None:
-        """A refused ``rtroute.dead`` declaration: the queue exists with the other type; keep
-        it (a queue's type cannot change)."""
-        found = _INEQUIVALENT_DEAD_LETTER_TYPE.search(reason)
-        if found is None:
-            return
-        self._dead_letter_queue_type = "classic" if found.group(1) == "quorum" else "quorum"
-        LOG.info("%s is a %s queue: kept as it is (on a cluster a quorum one survives the loss "
-                 "of a node; delete it while no sidecar runs to have it declared so)",
-                 DEAD_LETTER_QUEUE, self._dead_letter_queue_type)
-
     def _on_lost(self, reason: str) -> None:
-        self._learn_bindings_type(reason)
-        self._learn_dead_letter_type(reason)
+        self._layout.learn(reason)
         self.last_error = reason
         was_serving = self._window is not None
         self._window = None
