@@ -65,8 +65,13 @@ from rtroute.divert import (
     publish_fields,
     resolve_target,
 )
-from rtroute.divert.copies import EXCHANGE, QUEUE
 from rtroute.selector import MessageFacts
+from rtroute.sidecar.address_probe import (
+    LOOK_AGAIN_INTERVAL,
+    REPROBE_INTERVAL,
+    AddressProbe,
+    ForwardingAddresses,
+)
 from rtroute.sidecar.divert_store import DivertStore, divert_json
 from rtroute.sidecar.exchange import UNROUTABLE_LOG_INTERVAL, ManagedExchange
 from rtroute.sidecar.ingress import IngressMessage
@@ -103,9 +108,7 @@ LOG = logging.getLogger("rtroute.sidecar")
 
 SOURCE_HEADER = "x-rtroute-exchange"
 DIVERT_HEADER = "x-rtroute-divert"
-REPROBE_INTERVAL = 10.0  # seconds between looks for forwarding addresses that did not exist
 TRANSFORMER_BUDGET = 5.0  # seconds a divert transformer may take for one copy
-LOOK_AGAIN_INTERVAL = 1.0  # at most one look per second at an address a copy found missing
 METHOD_FRAME_CACHE = 10_000  # basic.publish frames kept, by (exchange, routing key)
 DIVERT_SYNC_INTERVAL = 5.0  # seconds between readings of the stored diverts (persist_diverts)
 VERIFY_RETRY = 5.0  # seconds between attempts to reach the management API at connect
@@ -164,96 +167,6 @@ class _Out:
         self.divert = divert
         self.frames = frames
         self.frame_count = frame_count
-
-
-class AddressProbe:
-    """Finds out what names are on the broker: an exchange, a queue, or neither.
-
-    For each name in turn it declares an exchange of that name passively, then (if the broker
-    answered 404 and closed the channel) a queue; on a channel of its own, reopened after each
-    404. Runs in the ioloop; ``on_done({name: "exchange" | "queue" | None})`` once every name
-    has an answer. A connection lost on the way ends it without an answer (the sidecar probes
-    again on the next connection).
-    """
-
-    def __init__(self, connection: Any, names: Iterable[str],
-                 on_done: Callable[[dict[str, str | None]], Any]) -> None:
-        self._connection = connection
-        self._names = list(dict.fromkeys(names))
-        self._on_done = on_done
-        self._results: dict[str, str | None] = {}
-        self._channel: Any = None
-        self._asking: tuple[str, str] | None = None
-        self.cancelled = False
-
-    def start(self) -> AddressProbe:
-        self._next()
-        return self
-
-    def cancel(self) -> None:
-        self.cancelled = True
-        channel, self._channel = self._channel, None
-        if channel is not None and channel.is_open:
-            channel.close()
-
-    def _next(self) -> None:
-        if self.cancelled:
-            return
-        if not self._names:
-            self.cancel()
-            self._on_done(self._results)
-            return
-        self._ask(EXCHANGE, self._names[0])
-
-    def _ask(self, kind: str, name: str) -> None:
-        self._asking = (kind, name)
-
-        def ask(channel: Any) -> None:
-            if kind == EXCHANGE:
-                channel.exchange_declare(name, passive=True,
-                                         callback=lambda _frame: self._answer(EXCHANGE))
-            else:
-                channel.queue_declare(name, passive=True,
-                                      callback=lambda _frame: self._answer(QUEUE))
-
-        if self._channel is not None and self._channel.is_open:
-            ask(self._channel)
-            return
-
-        def opened(channel: Any) -> None:
-            if self.cancelled:
-                channel.close()
-                return
-            self._channel = channel
-            channel.add_on_close_callback(self._on_closed)
-            ask(channel)
-
-        try:
-            self._connection.channel(on_open_callback=opened)
-        except (pika.exceptions.AMQPError, AttributeError):
-            self.cancelled = True  # the connection is going: the next one probes again
-
-    def _answer(self, found: str | None) -> None:
-        if self.cancelled:
-            return
-        self._results[self._names.pop(0)] = found
-        self._asking = None
-        self._next()
-
-    def _on_closed(self, channel: Any, reason: Exception) -> None:
-        if channel is not self._channel:
-            return
-        self._channel = None
-        if self.cancelled or self._asking is None:
-            return
-        if not isinstance(reason, pika.exceptions.ChannelClosedByBroker):
-            self.cancelled = True  # the connection closed under us
-            return
-        kind, name = self._asking
-        if kind == EXCHANGE:
-            self._ask(QUEUE, name)  # 404 (or 403): no exchange of that name; a queue?
-        else:
-            self._answer(None)
 
 
 class _Unavailable(RuntimeError):
@@ -339,17 +252,13 @@ class Sidecar:
         self._batch_received_at = self._batch_at = 0.0  # when the batch's first delivery came
         self._stopping = False
         self._stopped = threading.Event()
-        # forwarding address -> what the broker has under that name (None: nothing)
-        self._targets: dict[str, str | None] = {}
-        self._probe: AddressProbe | None = None
+        self._addresses = ForwardingAddresses(self._connection)
         # copies parked while their forwarding address is looked up again, and when it was
         self._awaiting_target: dict[str, list[tuple]] = {}
         # transformers run here, off the ioloop; diverts whose transformer overran its budget
         self._transformer_jobs: queue.SimpleQueue[Callable[[], Any]] = queue.SimpleQueue()
         self._transformer_thread: threading.Thread | None = None
         self._stuck_transformers: set[str] = set()
-        self._looked_at: dict[str, float] = {}
-        self._reprobe_timer: Any = None
         self.connects = 0
         self.last_error: str | None = None
         self.fatal_error: str | None = None
@@ -579,7 +488,7 @@ class Sidecar:
                 "last_error": self.last_error, "internal_errors": self.internal_errors,
                 "hints": [BCC_HINT], "exchanges": exchanges, "diverts": diverts,
                 "divert_store": None if self._store is None else self._store.parameter,
-                "forwarding_addresses": dict(self._targets), "metrics": metrics}
+                "forwarding_addresses": dict(self._addresses.kinds), "metrics": metrics}
 
     def _diverts_status(self) -> list[dict]:
         return [self._divert_status(d) for d in self.diverts]
@@ -693,7 +602,7 @@ class Sidecar:
         warnings = [f"forwarding address {a!r} is neither an exchange nor a queue yet: copies "
                     "to it are dead-lettered until it exists"
                     for a in divert.forwarding_addresses
-                    if a not in self.exchanges and self._targets.get(a) is None]
+                    if a not in self.exchanges and self._addresses.kinds.get(a) is None]
         for warning in warnings:
             LOG.warning("divert %s: %s%s", divert.name, warning,
                         " (ANYCAST: a queue of that name)" if anycast else "")
@@ -729,8 +638,8 @@ class Sidecar:
             self._publish_frames = frames.PublishFrames(publish_channel.channel_number,
                                                         METHOD_FRAME_CACHE)
             window.start(on_ready=lambda: self._verify_management(connection, lambda: (
-                self._probe_targets(connection, self._forwarding_names(),
-                                    lambda: self._start_exchanges(connection)))))
+                self._addresses.look_up(connection, self._forwarding_names(),
+                                        lambda: self._start_exchanges(connection)))))
 
         connection.channel(on_open_callback=with_publish_channel)
         LOG.info("connected to %s", self._connection.current_uri or self.masked_uri)
@@ -814,50 +723,6 @@ class Sidecar:
             names += [a for a in divert.forwarding_addresses if a not in self.exchanges]
         return list(dict.fromkeys(names))
 
-    def _probe_targets(self, connection: Any, names: list[str],
-                       then: Callable[[], Any], track: bool = True) -> None:
-        """Looks ``names`` up on the broker, records the answers, then calls ``then()``
-        (``track``: the probe is the one :meth:`_begin_stop` and the timer look at)."""
-        if not names:
-            then()
-            return
-
-        def done(found: dict[str, str | None]) -> None:
-            if track:
-                self._probe = None
-            for name, kind in found.items():
-                if kind != self._targets.get(name, "unknown"):
-                    log = LOG.info if kind else LOG.warning
-                    log("forwarding address %s: %s", name,
-                        kind or "no exchange or queue of that name (copies to it are "
-                        "dead-lettered until one exists)")
-            self._targets.update(found)
-            self._schedule_reprobe()
-            then()
-
-        probe = AddressProbe(connection, names, done).start()
-        if track:
-            self._probe = probe
-
-    def _schedule_reprobe(self) -> None:
-        """Looks again, now and then, for forwarding addresses that did not exist."""
-        if self._reprobe_timer is not None or self._stopping:
-            return
-        if not any(kind is None for kind in self._targets.values()):
-            return
-
-        def reprobe() -> None:
-            self._reprobe_timer = None
-            connection = self._connection.connection
-            if self._stopping or self._probe is not None or connection is None \
-                    or not connection.is_open:
-                self._schedule_reprobe()
-                return
-            missing = [n for n, kind in self._targets.items() if kind is None]
-            self._probe_targets(connection, missing, lambda: None)
-
-        self._reprobe_timer = self._connection.ioloop.call_later(REPROBE_INTERVAL, reprobe)
-
     def _start_exchanges(self, connection: Any) -> None:
         """Consumes each ingress queue once its bindings are known (never route blind)."""
         for ex in self.exchanges.values():
@@ -914,13 +779,14 @@ class Sidecar:
                               result: concurrent.futures.Future) -> None:
         """Looks up the forwarding addresses of ``divert`` the sidecar knows nothing of, then
         calls ``then()``; without a connection to ask on, fails ``result`` instead."""
-        names = [n for n in self._forwarding_names([divert]) if self._targets.get(n) is None]
+        names = [n for n in self._forwarding_names([divert])
+                 if self._addresses.kinds.get(n) is None]
         connection = self._connection.connection
         if names and (connection is None or not connection.is_open or self._window is None):
             result.set_exception(_Unavailable("not connected to the broker, so the forwarding "
                                               "addresses cannot be looked up; try again"))
             return
-        self._probe_targets(connection, names, then)
+        self._addresses.look_up(connection, names, then)
 
     def _update_divert(self, config: Any, result: concurrent.futures.Future) -> None:
         try:
@@ -956,9 +822,7 @@ class Sidecar:
         self._queue.clear()
         self._settler.reset(None)
         self._awaiting_target.clear()  # their messages are redelivered
-        if self._probe is not None:
-            self._probe.cancel()
-            self._probe = None
+        self._addresses.cancel_probe()
         for ex in self.exchanges.values():
             ex.consumer_tag = None
             ex.set_state(ExchangeState.STOPPED if self._stopping
@@ -998,12 +862,7 @@ class Sidecar:
     def _begin_stop(self, drain_timeout: float) -> None:
         self._stopping = True
         sd_notify.notify("STOPPING=1")
-        if self._probe is not None:
-            self._probe.cancel()
-            self._probe = None
-        if self._reprobe_timer is not None:
-            self._connection.ioloop.remove_timeout(self._reprobe_timer)
-            self._reprobe_timer = None
+        self._addresses.stop()
         ch = self._consume_channel
         for ex in self.exchanges.values():
             if ex.consumer_tag and ch is not None and ch.is_open:
@@ -1303,7 +1162,7 @@ class Sidecar:
             target_ex = self.exchanges.get(address)
             try:
                 target = resolve_target(copy.delivery, address, target_ex is not None,
-                                        self._targets.get(address))
+                                        self._addresses.kinds.get(address))
                 exchange, key, headers = publish_fields(
                     message, target, ex.spec.bcc_alias_header,
                     target_ex.spec.bcc_alias_header if target_ex else None)
@@ -1343,15 +1202,11 @@ class Sidecar:
         if queue is not None:
             queue.append(waiting)
             return True
-        now = time.monotonic()
-        connection = self._connection.connection
-        if now - self._looked_at.get(address, -1e9) < LOOK_AGAIN_INTERVAL or connection is None \
-                or not connection.is_open:
+        if not self._addresses.may_look_again(address):
             return False
-        self._looked_at[address] = now
         self._awaiting_target[address] = [waiting]
-        self._probe_targets(connection, [address], lambda: self._resolve_waiting(address),
-                            track=False)
+        self._addresses.look_up(self._connection.connection, [address],
+                                lambda: self._resolve_waiting(address), track=False)
         return True
 
     def _resolve_waiting(self, address: str) -> None:
