@@ -21,60 +21,35 @@ except :meth:`Sidecar.stop` and :meth:`Sidecar.status`, which any thread may cal
 """
 from __future__ import annotations
 
-import collections
 import concurrent.futures
-import dataclasses
 import logging
-import queue
-import struct
 import threading
 import time
 import urllib.parse
 from collections.abc import Iterable, Sequence
 from typing import Any, Callable
 
-import pika
-import pika.exceptions
-
 from rtroute import sd_notify
 from rtroute.amqp import (
-    ConfirmWindow,
-    Delivery,
     ManagementClient,
     ManagementError,
-    Outcome,
     ReconnectingConnection,
-    Settler,
-    WindowClosed,
-    WindowFull,
-    frames,
     mask_uri,
     parse_uri,
 )
 from rtroute.amqp.broker_identity import identity_from_server_properties
-from rtroute.amqp.content_header import dead_letter_frames
 from rtroute.amqp.management import WrongBroker
-from rtroute.divert import (
-    Divert,
-    DivertError,
-    DivertExists,
-    DivertTable,
-    Message,
-    Verdict,
-    make_copy,
-    publish_fields,
-    resolve_target,
-)
-from rtroute.selector import MessageFacts
+from rtroute.divert import Divert, DivertError, DivertExists, DivertTable
 from rtroute.sidecar.address_probe import (
     LOOK_AGAIN_INTERVAL,
     REPROBE_INTERVAL,
     AddressProbe,
     ForwardingAddresses,
 )
+from rtroute.sidecar.dead_letters import DIVERT_HEADER, SOURCE_HEADER
+from rtroute.sidecar.divert_copies import TRANSFORMER_BUDGET
 from rtroute.sidecar.divert_store import DivertStore, divert_json
 from rtroute.sidecar.exchange import UNROUTABLE_LOG_INTERVAL, ManagedExchange
-from rtroute.sidecar.ingress import IngressMessage
 from rtroute.sidecar.layout import (
     DEAD_LETTER_DECLARATIONS,
     DEAD_LETTER_EXCHANGE,
@@ -84,7 +59,8 @@ from rtroute.sidecar.layout import (
     dead_letter_declarations,
     declarations_for,
 )
-from rtroute.sidecar.router import ERROR_HEADER, Decision
+from rtroute.sidecar.pipeline import METHOD_FRAME_CACHE, Pipeline
+from rtroute.sidecar.republish import COPY, DEAD, ORIGINAL
 from rtroute.sidecar.status import (
     BCC_HINT,
     EXCHANGE_COUNTERS,
@@ -106,10 +82,6 @@ __all__ = [
 
 LOG = logging.getLogger("rtroute.sidecar")
 
-SOURCE_HEADER = "x-rtroute-exchange"
-DIVERT_HEADER = "x-rtroute-divert"
-TRANSFORMER_BUDGET = 5.0  # seconds a divert transformer may take for one copy
-METHOD_FRAME_CACHE = 10_000  # basic.publish frames kept, by (exchange, routing key)
 DIVERT_SYNC_INTERVAL = 5.0  # seconds between readings of the stored diverts (persist_diverts)
 VERIFY_RETRY = 5.0  # seconds between attempts to reach the management API at connect
 MANAGEMENT_OPTION = "--management-uri (RTROUTE_MANAGEMENT_URI, [broker] management_uri)"
@@ -123,50 +95,6 @@ FILE_WINS = ("stored divert %s ignored: the config file defines a divert of that
 class SidecarFatal(RuntimeError):
     """The sidecar stopped because it cannot serve correctly (the message says why and what
     to change); restarting it unchanged would fail the same way."""
-
-
-class _Pending(Delivery):
-    """One ingress message waiting for the confirms of its republishes (original and copies):
-    ``awaiting`` counts them (see :class:`rtroute.amqp.settle.Settler`)."""
-
-    __slots__ = ("deferred", "exchange", "received_at")
-
-    def __init__(self, exchange: ManagedExchange, tag: int, received_at: float = 0.0) -> None:
-        super().__init__(tag)
-        self.received_at = received_at  # time.monotonic() of its batch, for the latency
-        self.exchange = exchange
-        self.deferred = 0  # copies waiting for a look at their forwarding address
-
-
-# What one republish is, for the accounting of its confirm.
-ORIGINAL = "original"  # the message itself, to NAME.bindings (or the alternate exchange)
-COPY = "copy"  # a diverted copy
-DEAD = "dead"  # a dead letter (of the message or of a copy)
-
-
-class _Out:
-    """One republish waiting for room in the confirm window (then the context of its confirm).
-
-    Either ``properties`` (pika encodes the message) or ``frames``: the ready-made frames of an
-    original republish (``frame_count`` of them), built from the ingress frames.
-    """
-
-    __slots__ = ("body", "divert", "exchange", "frame_count", "frames", "pending", "properties",
-                 "role", "routing_key")
-
-    def __init__(self, exchange: str, routing_key: str, properties: pika.BasicProperties | None,
-                 body: bytes, pending: _Pending, role: str = ORIGINAL,
-                 divert: Divert | None = None, frames: bytes | None = None,
-                 frame_count: int = 0) -> None:
-        self.exchange = exchange
-        self.routing_key = routing_key
-        self.properties = properties
-        self.body = body
-        self.pending = pending
-        self.role = role
-        self.divert = divert
-        self.frames = frames
-        self.frame_count = frame_count
 
 
 class _Unavailable(RuntimeError):
@@ -237,36 +165,23 @@ class Sidecar:
         self._connection = ReconnectingConnection(
             uri, on_ready=self._on_ready, on_lost=self._on_lost,
             declarations=self._layout.declarations, connection_name=connection_name)
-        self._window: ConfirmWindow | None = None
         self._consume_channel: Any = None
-        self._reader: frames.FrameReader | None = None
-        self._consumers: dict[str, ManagedExchange] = {}  # consumer tag -> exchange
-        # the basic.publish frames of the confirm window's channel
-        self._publish_frames: frames.PublishFrames | None = None
-        self._queue: collections.deque[_Out] = collections.deque()
-        # the ingress channel's acks, in delivery order, once every republish is confirmed
-        self._settler = Settler(self._connection.ioloop)
-        # deliveries since the last flush, in delivery-tag order (all on one channel)
-        self._batch: list[IngressMessage] = []
-        self._flush_scheduled = False
-        self._batch_received_at = self._batch_at = 0.0  # when the batch's first delivery came
         self._stopping = False
         self._stopped = threading.Event()
         self._addresses = ForwardingAddresses(self._connection)
-        # copies parked while their forwarding address is looked up again, and when it was
-        self._awaiting_target: dict[str, list[tuple]] = {}
-        # transformers run here, off the ioloop; diverts whose transformer overran its budget
-        self._transformer_jobs: queue.SimpleQueue[Callable[[], Any]] = queue.SimpleQueue()
-        self._transformer_thread: threading.Thread | None = None
-        self._stuck_transformers: set[str] = set()
+        self._pipeline = Pipeline(self._connection, self.exchanges, self.diverts,
+                                  self._addresses, on_broken=self._reconnect_now,
+                                  on_error=self._note_error)
         self.connects = 0
         self.last_error: str | None = None
         self.fatal_error: str | None = None
         self._notified_ready = False  # systemd (Type=notify) told once every exchange consumes
-        self.internal_errors = 0
-        self._frame_max = 131072  # the connection's, once negotiated
-        self._internal_errors_seen: dict[str, float] = {}
         self._stored_loaded = False
+
+    @property
+    def internal_errors(self) -> int:
+        """Unexpected exceptions caught while routing (their messages were dead-lettered)."""
+        return self._pipeline.internal_errors
 
     # -- any thread ---------------------------------------------------------------------------
     def run(self) -> None:
@@ -414,7 +329,7 @@ class Sidecar:
         assert self._store is not None
         ignored: dict[str, str] = {}  # name -> why, logged once
         while not self._stopped.wait(self._divert_sync_interval):
-            if self._stopping or self._window is None:
+            if self._stopping or self._pipeline.window is None:
                 continue  # not connected: forwarding addresses cannot be looked up
             with self._store_lock:
                 try:
@@ -473,11 +388,12 @@ class Sidecar:
 
     def status(self) -> dict:
         """A snapshot for ``/status`` and ``/metrics``."""
-        in_flight = len(self._settler)
+        window = self._pipeline.window
+        in_flight = len(self._pipeline.settler)
         exchanges = [ex.status(in_flight) for ex in self.exchanges.values()]
         diverts = self._diverts_status()
-        healthy = self._connection.state not in ("stopped",) and self._window is not None \
-            and not self._window.closed
+        healthy = self._connection.state not in ("stopped",) and window is not None \
+            and not window.closed
         metrics = sidecar_metrics(
             self._vhost, exchanges,
             [(ex.spec.name, ex.latency.sample()) for ex in self.exchanges.values()],
@@ -611,13 +527,8 @@ class Sidecar:
     # -- ioloop thread: connection life cycle ---------------------------------------------------
     def _on_ready(self, connection: Any, channel: Any, _last_queue: str | None) -> None:
         self.connects += 1
-        # Deliveries and confirms are read as frames, republishes written as frames, and the
-        # socket written once per ioloop turn: pika's per-frame objects cost more than routing.
-        self._reader = frames.install(connection)
-        self._reader.intercept(channel.channel_number, self._on_delivery, detailed=True)
-        self._queue.clear()
-        self._settler.reset(channel)
-        self._consumers.clear()
+        pipeline = self._pipeline
+        pipeline.attach(connection, channel)
         self._consume_channel = channel
         channel.add_on_close_callback(self._on_channel_closed)
         channel.add_on_cancel_callback(self._on_broker_cancel)
@@ -625,18 +536,12 @@ class Sidecar:
             ex.consumer_tag = None
             ex.set_state(ExchangeState.STARTING)
 
-        self._frame_max = getattr(getattr(connection, "params", None), "frame_max", None) \
-            or self._frame_max
+        pipeline.frame_max = getattr(getattr(connection, "params", None), "frame_max", None) \
+            or pipeline.frame_max
 
         def with_publish_channel(publish_channel: Any) -> None:
-            window = ConfirmWindow(publish_channel, window=self._window_size,
-                                   low_watermark=self._window_size // 2,
-                                   on_writable=self._drain_queue,
-                                   on_closed=self._on_window_closed)
-            window.read_confirms_from(self._reader)
-            self._window = window
-            self._publish_frames = frames.PublishFrames(publish_channel.channel_number,
-                                                        METHOD_FRAME_CACHE)
+            window = pipeline.open_window(publish_channel, self._window_size,
+                                          on_closed=self._on_window_closed)
             window.start(on_ready=lambda: self._verify_management(connection, lambda: (
                 self._addresses.look_up(connection, self._forwarding_names(),
                                         lambda: self._start_exchanges(connection)))))
@@ -714,6 +619,10 @@ class Sidecar:
         self.fatal_error = self.last_error = reason
         self._begin_stop(drain_timeout=5.0)
 
+    def _note_error(self, error: str) -> None:
+        """Keeps ``error`` as the last one ``/status`` shows."""
+        self.last_error = error
+
     def _forwarding_names(self, diverts: Iterable[Divert] | None = None) -> list[str]:
         """Forwarding addresses whose kind on the broker decides where copies go."""
         names = []
@@ -741,9 +650,9 @@ class Sidecar:
         if not ch.is_open:
             return
         ch.basic_qos(prefetch_count=ex.spec.prefetch)
-        # deliveries reach _on_delivery through the frame reader; pika never sees them
+        # deliveries reach Pipeline.on_delivery through the frame reader; pika never sees them
         ex.consumer_tag = ch.basic_consume(ex.spec.ingress_queue, self._on_unexpected_message)
-        self._consumers[ex.consumer_tag] = ex
+        self._pipeline.consumers[ex.consumer_tag] = ex
         ex.set_state(ExchangeState.RUNNING)
         if not self._notified_ready and all(e.state is ExchangeState.RUNNING
                                             for e in self.exchanges.values()):
@@ -782,7 +691,8 @@ class Sidecar:
         names = [n for n in self._forwarding_names([divert])
                  if self._addresses.kinds.get(n) is None]
         connection = self._connection.connection
-        if names and (connection is None or not connection.is_open or self._window is None):
+        if names and (connection is None or not connection.is_open
+                      or self._pipeline.window is None):
             result.set_exception(_Unavailable("not connected to the broker, so the forwarding "
                                               "addresses cannot be looked up; try again"))
             return
@@ -816,12 +726,9 @@ class Sidecar:
     def _on_lost(self, reason: str) -> None:
         self._layout.learn(reason)
         self.last_error = reason
-        was_serving = self._window is not None
-        self._window = None
+        was_serving = self._pipeline.window is not None
         self._consume_channel = None
-        self._queue.clear()
-        self._settler.reset(None)
-        self._awaiting_target.clear()  # their messages are redelivered
+        self._pipeline.detach()
         self._addresses.cancel_probe()
         for ex in self.exchanges.values():
             ex.consumer_tag = None
@@ -840,7 +747,7 @@ class Sidecar:
         """The broker cancelled an ingress consumer: its queue was deleted (or, for a quorum
         queue, lost its leader). Reconnecting declares the queue again and consumes anew;
         messages published to ``NAME`` while it was gone had no queue to go to."""
-        ex = self._consumers.get(frame.method.consumer_tag)
+        ex = self._pipeline.consumers.get(frame.method.consumer_tag)
         if self._stopping or ex is None:
             return
         LOG.warning("exchange %s: the broker cancelled the consumer of %s (queue deleted?): "
@@ -871,12 +778,13 @@ class Sidecar:
             if ex.watcher is not None:
                 ex.watcher.stop()
             ex.set_state(ExchangeState.STOPPING)
-        self._flush()
+        self._pipeline.route_batch()
         deadline = time.monotonic() + drain_timeout
 
         def check() -> None:
-            if len(self._settler) and time.monotonic() < deadline and self._window is not None \
-                    and not self._window.closed:
+            window = self._pipeline.window
+            if len(self._pipeline.settler) and time.monotonic() < deadline \
+                    and window is not None and not window.closed:
                 self._connection.ioloop.call_later(0.05, check)
                 return
             for ex in self.exchanges.values():
@@ -885,545 +793,10 @@ class Sidecar:
 
         check()
 
-    # -- ioloop thread: the message path --------------------------------------------------------
     def _on_unexpected_message(self, _channel: Any, method: Any, _props: Any, _body: Any
                                ) -> None:
         LOG.error("delivery %d bypassed the frame reader: reconnecting", method.delivery_tag)
         self._reconnect_now()
-
-    def _on_delivery(self, tag: int, _exchange: bytes, routing_key: bytes, parts: list,
-                     consumer_tag: str, redelivered: bool) -> None:
-        ex = self._consumers.get(consumer_tag)
-        if ex is None:  # cannot happen: every consume registers its tag first
-            LOG.error("delivery %d for unknown consumer %r: reconnecting", tag, consumer_tag)
-            self._reconnect_now()
-            return
-        if not self._batch:
-            self._batch_received_at = time.monotonic()
-        self._batch.append(IngressMessage(ex, tag, redelivered, routing_key, parts))
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            self._connection.ioloop.call_later(0, self._flush)
-
-    def _flush(self) -> None:
-        """Decides each exchange's share of the batch at once, then dispatches in delivery order.
-
-        Every ingress queue is consumed on one channel, whose delivery tags count across them;
-        acks with ``multiple`` are right only if messages settle in delivery-tag order, so the
-        dispatch keeps that order even when the deliveries of several exchanges interleave
-        (as they do along a divert chain).
-        """
-        self._flush_scheduled = False
-        batch, self._batch = self._batch, []
-        self._batch_at = self._batch_received_at
-        if batch:
-            first = batch[0].exchange
-            if all(m.exchange is first for m in batch):
-                outcomes = self._guarded_decide(first, batch)
-            else:
-                by_exchange: dict[str, list[int]] = {}
-                for i, m in enumerate(batch):
-                    by_exchange.setdefault(m.exchange.spec.name, []).append(i)
-                outcomes = [None] * len(batch)  # type: ignore[list-item]
-                for indices in by_exchange.values():
-                    decided = self._guarded_decide(batch[indices[0]].exchange,
-                                                   [batch[i] for i in indices])
-                    for i, outcome in zip(indices, decided):
-                        outcomes[i] = outcome
-            dispatch = self._dispatch
-            for m, (decision, verdict) in zip(batch, outcomes):
-                dispatch(m, decision, verdict)
-        self._drain_queue()
-
-    def _guarded_decide(self, ex: ManagedExchange, batch: list[IngressMessage]
-                        ) -> list[tuple[Decision | None, Verdict | None]]:
-        """:meth:`_decide`, guarded: if deciding the batch raises (a bug, or an input nobody
-        foresaw), each message is decided on its own, and the ones that still fail are
-        dead-lettered with the reason. The loop that serves every exchange goes on."""
-        try:
-            return self._decide(ex, batch)
-        except Exception as exc:  # noqa: BLE001 - one bad message must not stop the others
-            self._internal_error(f"exchange {ex.spec.name}: routing a batch of {len(batch)}",
-                                 exc)
-        ex.counters.received -= len(batch)  # counted again, one by one
-        ex.counters.redelivered -= sum(1 for m in batch if m.redelivered)
-        outcomes: list[tuple[Decision | None, Verdict | None]] = []
-        for m in batch:
-            try:
-                outcomes += self._decide(ex, [m])
-            except Exception as exc:  # noqa: BLE001 - as above, for this message alone
-                reason = f"rtroute could not route this message: {type(exc).__name__}: {exc}"
-                outcomes.append((Decision(error=reason), None))
-                m.error = m.error or reason  # its properties may be what failed
-        return outcomes
-
-    def _internal_error(self, what: str, exc: Exception) -> None:
-        """Logs an unexpected exception: with its traceback the first time it is seen, then
-        one line at most every few seconds (a bug hit by every message must not flood)."""
-        self.internal_errors += 1
-        key = f"{type(exc).__name__}: {exc}"
-        now = time.monotonic()
-        if key not in self._internal_errors_seen:
-            self._internal_errors_seen[key] = now
-            LOG.error("%s failed (%s); dead-lettering what cannot be routed and going on", what,
-                      key, exc_info=exc)
-        elif now - self._internal_errors_seen[key] > 10:
-            self._internal_errors_seen[key] = now
-            LOG.error("%s failed again (%s; %d internal errors so far)", what, key,
-                      self.internal_errors)
-        self.last_error = f"{what}: {key}"
-
-    def _decide(self, ex: ManagedExchange, batch: list[IngressMessage]
-                ) -> list[tuple[Decision | None, Verdict | None]]:
-        """The divert stage, then the routing of what goes on: per message ``(decision,
-        verdict)``; ``decision`` is None for a message an exclusive divert took. A message
-        whose headers cannot be decoded is dead-lettered, untouched by diverts."""
-        name = ex.spec.name
-        c = ex.counters
-        c.received += len(batch)
-        c.redelivered += sum(1 for m in batch if m.redelivered)
-        c.empty_headers += sum(1 for m in batch if m.span[1] - m.span[0] == 4)
-        if not self.diverts.watches(name):
-            decisions = ex.router.decide_many([(m.routing_key, m.routing_headers)
-                                               for m in batch])
-            return [(d if m.error is None else Decision(error=m.error), None)
-                    for m, d in zip(batch, decisions)]
-        evaluate = self.diverts.evaluate
-        if self.diverts.needs_body(name):  # an XPATH filter: the body, decoded only here
-            verdicts = [None if m.error else
-                        evaluate(name, m.headers, MessageFacts(m.props, m.body_size, name),
-                                 m.body)
-                        for m in batch]
-        elif self.diverts.needs_message(name):
-            verdicts = [None if m.error else
-                        evaluate(name, m.headers, MessageFacts(m.props, m.body_size, name))
-                        for m in batch]
-        else:
-            verdicts = [None if m.error else evaluate(name, m.headers) for m in batch]
-        decisions = iter(ex.router.decide_many(
-            [(m.routing_key, m.routing_headers) for m, v in zip(batch, verdicts)
-             if v is not None and v.original]))
-        return [(Decision(error=m.error), None) if v is None else
-                (next(decisions) if v.original else None, v)
-                for m, v in zip(batch, verdicts)]
-
-    def _dispatch(self, m: IngressMessage, decision: Decision | None,
-                  verdict: Verdict | None) -> None:
-        ex = m.exchange
-        pending = _Pending(ex, m.tag, self._batch_at)
-        outs: list[_Out] = []
-        try:
-            if decision is not None:
-                outs += self._original_outs(m, decision, pending)
-            else:
-                ex.counters.diverted += 1
-            if verdict is not None and verdict.fired:
-                outs += self._copy_outs(m, verdict, pending)
-        except Exception as exc:  # noqa: BLE001 - dead-letter it, keep serving the others
-            self._internal_error(f"exchange {ex.spec.name}: preparing a republish", exc)
-            ex.counters.dead_lettered += 1
-            reason = f"rtroute could not republish this message: {type(exc).__name__}: {exc}"
-            outs = [_Out(DEAD_LETTER_EXCHANGE, "", pika.BasicProperties(headers={
-                ERROR_HEADER: reason, SOURCE_HEADER: ex.spec.name}), m.body, pending, DEAD)]
-        settler = self._settler
-        settler.track(pending)
-        settler.expect(pending, len(outs) + pending.deferred)
-        self._queue.extend(outs)
-        if not pending.awaiting:
-            self._settle(pending)
-
-    def _original_outs(self, m: IngressMessage, decision: Decision, pending: _Pending
-                       ) -> list[_Out]:
-        ex = m.exchange
-        c = ex.counters
-        routing_key = m.routing_key if isinstance(m.routing_key, str) else ""
-        if decision.error is not None:
-            c.dead_lettered += 1
-            LOG.warning("exchange %s: dead-lettering a message: %s", ex.spec.name,
-                        decision.error)
-            return [self._dead_letter_frames(m, routing_key, decision.error, pending)]
-        if decision.unroutable:
-            ex.note_unroutable(routing_key)
-        elif not ex.broker_routed:
-            c.routed += 1  # broker-routed exchanges count on the confirm (returned or not)
-        outs = []
-        drop = (ex.spec.bcc_alias_header, "BCC")
-        publish_frames = self._publish_frames
-        assert publish_frames is not None  # deliveries come once the window is open
-        if any(p.bcc is None and not p.exchange for p in decision.publishes):
-            c.direct_to_queue += 1
-        for p in decision.publishes:
-            data, count = m.republish_frames(publish_frames.channel,
-                                             publish_frames.get(p.exchange, p.routing_key),
-                                             drop, p.bcc)
-            outs.append(_Out(p.exchange, p.routing_key, None, m.body, pending, frames=data,
-                             frame_count=count))
-        return outs
-
-    def _copy_outs(self, m: IngressMessage, verdict: Verdict, pending: _Pending
-                   ) -> list[_Out]:
-        ex = m.exchange
-        source = ex.spec.name
-        routing_key = m.routing_key if isinstance(m.routing_key, str) else ""
-        original = Message.from_amqp(source, routing_key, m.props, m.body)
-        outs = []
-        for divert in verdict.fired:
-            for address in divert.forwarding_addresses:
-                if divert.transformer is not None:
-                    self._transform_later(ex, divert, address, original, pending)
-                    continue
-                copy = make_copy(original, divert, address, source, ex.spec.max_hops)
-                out = self._copy_out(ex, divert, address, copy, pending)
-                if out is not None:
-                    outs.append(out)
-        return outs
-
-    def _transform_later(self, ex: ManagedExchange, divert: Divert, address: str,
-                         original: Message, pending: _Pending) -> None:
-        """Makes the copy with the divert's transformer on a worker thread, never on the
-        ioloop: a transformer is user code, and one that hangs must not stall every exchange.
-        The copy waits (``pending.deferred``) for its result, at most ``TRANSFORMER_BUDGET``
-        seconds; then it is dead-lettered, and so are the divert's next copies while its
-        transformer still runs (the worker is busy: a stuck transformer is said once)."""
-        source = ex.spec.name
-        pending.deferred += 1
-        ioloop = self._connection.ioloop
-        state = {"done": False}
-        # the settings the message was diverted with, even if the divert is updated meanwhile
-        settings, transformer = divert.config, divert.transformer
-
-        def finish(copy: Any) -> None:
-            if state["done"]:
-                return
-            state["done"] = True
-            if pending not in self._settler:  # the connection went: it is redelivered
-                return
-            pending.deferred -= 1
-            out = self._copy_out(ex, divert, address, copy, pending)
-            if out is not None:
-                self._queue.append(out)
-            self._drain_queue()
-
-        def refused(reason: str) -> None:
-            copy = make_copy(original, settings, address, source, ex.spec.max_hops)
-            finish(dataclasses.replace(copy, error=f"divert {divert.name!r}: {reason}"))
-
-        if divert.name in self._stuck_transformers:
-            ioloop.call_later(0, lambda: refused(
-                f"transformer {settings.transformer!r} is still running an earlier copy "
-                f"(over {TRANSFORMER_BUDGET:g} s)"))
-            return
-
-        def work() -> None:
-            copy = make_copy(original, settings, address, source, ex.spec.max_hops,
-                             transformer)
-            self._call_in_ioloop(lambda: (self._stuck_transformers.discard(divert.name),
-                                          finish(copy)))
-
-        def overdue() -> None:
-            if state["done"]:
-                return
-            if divert.name not in self._stuck_transformers:
-                self._stuck_transformers.add(divert.name)
-                LOG.error("divert %s: transformer %r has run for over %g s: its copies are "
-                          "dead-lettered until it returns", divert.name,
-                          settings.transformer, TRANSFORMER_BUDGET)
-            refused(f"transformer {settings.transformer!r} took over "
-                    f"{TRANSFORMER_BUDGET:g} s")
-
-        if self._transformer_thread is None:
-            self._transformer_thread = threading.Thread(
-                target=self._run_transformers, name="rtroute-transformer", daemon=True)
-            self._transformer_thread.start()
-        self._transformer_jobs.put(work)
-        ioloop.call_later(TRANSFORMER_BUDGET, overdue)
-
-    def _run_transformers(self) -> None:
-        """The transformer thread: one copy at a time, in order (a daemon: a transformer that
-        never returns cannot hold the process at exit)."""
-        while True:
-            self._transformer_jobs.get()()
-
-    def _call_in_ioloop(self, callback: Callable[[], Any]) -> None:
-        try:
-            self._connection.ioloop.add_callback_threadsafe(callback)
-        except Exception:  # noqa: BLE001 - the ioloop is gone: its messages are redelivered
-            LOG.debug("a transformer finished after the ioloop closed")
-
-    def _copy_out(self, ex: ManagedExchange, divert: Divert, address: str, copy: Any,
-                  pending: _Pending, looked: bool = False) -> _Out | None:
-        """The republish of one diverted copy, or its dead letter; None when the copy waits
-        for a fresh look at its forwarding address (``pending.deferred`` counts it): the
-        broker had nothing of that name when last asked, and a target created since must be
-        used at once, not after a timer."""
-        message = copy.message
-        error = copy.error
-        if error is None:
-            target_ex = self.exchanges.get(address)
-            try:
-                target = resolve_target(copy.delivery, address, target_ex is not None,
-                                        self._addresses.kinds.get(address))
-                exchange, key, headers = publish_fields(
-                    message, target, ex.spec.bcc_alias_header,
-                    target_ex.spec.bcc_alias_header if target_ex else None)
-            except LookupError as exc:
-                if not looked and self._look_again(address, (ex, divert, address, copy,
-                                                             pending)):
-                    pending.deferred += 1
-                    return None
-                error = f"divert {divert.name!r}: {exc}"
-            except ValueError as exc:
-                error = f"divert {divert.name!r}: {exc}"
-        publish_frames = self._publish_frames
-        assert publish_frames is not None  # deliveries come once the window is open
-        if error is None:
-            try:
-                data, count = message.publish_frames(
-                    publish_frames.channel, publish_frames.get(exchange, key),
-                    self._frame_max, headers)
-            except ValueError as exc:  # a value AMQP (or RabbitMQ) cannot take, too large
-                error = f"divert {divert.name!r}: {exc}"
-            else:
-                return _Out(exchange, key, None, message.body, pending, COPY, divert,
-                            frames=data, frame_count=count)
-        divert.dead_lettered += 1
-        LOG.warning("exchange %s: dead-lettering a diverted copy: %s", ex.spec.name, error)
-        data, count = message.dead_letter_frames(
-            publish_frames.channel, publish_frames.get(DEAD_LETTER_EXCHANGE, message.routing_key),
-            self._reasons(ex, error, divert), self._frame_max)
-        return _Out(DEAD_LETTER_EXCHANGE, message.routing_key, None, message.body, pending,
-                    DEAD, divert, frames=data, frame_count=count)
-
-    def _look_again(self, address: str, waiting: tuple) -> bool:
-        """Asks the broker again what ``address`` is, and parks ``waiting`` (the arguments of
-        :meth:`_copy_out`) until it answers; False if it was asked a moment ago (so a target
-        that does not exist costs one probe per second, not one per message)."""
-        queue = self._awaiting_target.get(address)
-        if queue is not None:
-            queue.append(waiting)
-            return True
-        if not self._addresses.may_look_again(address):
-            return False
-        self._awaiting_target[address] = [waiting]
-        self._addresses.look_up(self._connection.connection, [address],
-                                lambda: self._resolve_waiting(address), track=False)
-        return True
-
-    def _resolve_waiting(self, address: str) -> None:
-        """The broker answered for ``address``: the parked copies go out (or dead letters)."""
-        for ex, divert, name, copy, pending in self._awaiting_target.pop(address, []):
-            pending.deferred -= 1
-            out = self._copy_out(ex, divert, name, copy, pending, looked=True)
-            assert out is not None
-            self._queue.append(out)
-        self._drain_queue()
-
-    @staticmethod
-    def _reasons(ex: ManagedExchange, reason: str, divert: Divert | None = None
-                 ) -> dict[str, str]:
-        """The header entries a dead letter adds to the message's own."""
-        reasons = {ERROR_HEADER: reason, SOURCE_HEADER: ex.spec.name}
-        if divert is not None:
-            reasons[DIVERT_HEADER] = divert.name
-        return reasons
-
-    def _dead_letter_frames(self, m: IngressMessage, routing_key: str, reason: str,
-                            pending: _Pending) -> _Out:
-        """The dead letter of ingress message ``m``: every property and header entry as
-        received (byte for byte), plus the reason entries."""
-        publish_frames = self._publish_frames
-        assert publish_frames is not None  # deliveries come once the window is open
-        data, count = m.dead_letter_frames(
-            publish_frames.channel, publish_frames.get(DEAD_LETTER_EXCHANGE, routing_key),
-            self._reasons(m.exchange, reason), self._frame_max)
-        return _Out(DEAD_LETTER_EXCHANGE, routing_key, None, m.body, pending, DEAD,
-                    frames=data, frame_count=count)
-
-    def _dead_letter(self, ex: ManagedExchange, routing_key: str, props: Any, headers: dict,
-                     body: bytes, reason: str, pending: _Pending,
-                     divert: Divert | None = None) -> _Out:
-        """A republish to ``rtroute.dead`` carrying ``reason`` (``props``: pika or a dict)."""
-        headers = dict(headers)
-        for name in ("CC", "BCC"):  # RabbitMQ closes the channel on a CC/BCC that is no array
-            value = headers.get(name)
-            if value is not None and not isinstance(value, (list, tuple)):
-                headers[f"x-rtroute-invalid-{name}"] = repr(value)
-                del headers[name]
-        headers[ERROR_HEADER] = reason
-        headers[SOURCE_HEADER] = ex.spec.name
-        if divert is not None:
-            headers[DIVERT_HEADER] = divert.name
-        if isinstance(props, dict):
-            properties = pika.BasicProperties(headers=headers, **props)
-        else:
-            properties = _with_headers(props, headers)
-        return _Out(DEAD_LETTER_EXCHANGE, routing_key, properties, body, pending, DEAD, divert)
-
-    def _drain_queue(self) -> None:
-        window = self._window
-        if window is None:
-            return
-        queue = self._queue
-        try:
-            self._publish_queued(window, queue)
-        finally:
-            window.flush_frames()
-
-    def _publish_queued(self, window: ConfirmWindow, queue: collections.deque[_Out]) -> None:
-        while queue and window.has_room:
-            out = queue.popleft()
-            too_large = self._too_large(out)
-            if too_large is not None:
-                queue.appendleft(self._undeliverable(out, too_large))
-                continue
-            try:
-                if out.frames is not None:
-                    window.publish_frames(out.exchange, out.routing_key, out.frames,
-                                          out.frame_count, out.body, mandatory=True,
-                                          callback=self._on_confirm, context=out)
-                    continue
-                window.publish(out.exchange, out.routing_key, out.body, out.properties,
-                               mandatory=True, callback=self._on_confirm, context=out)
-            except (WindowFull, WindowClosed, pika.exceptions.ChannelWrongStateError):
-                queue.appendleft(out)  # the window closes: reconnecting settles everything
-                return
-            except Exception as exc:  # noqa: BLE001 - e.g. a header value AMQP cannot encode
-                queue.appendleft(self._unencodable(out, exc))
-
-    def _too_large(self, out: _Out) -> str | None:
-        """Why ``out`` cannot be published as it is, or None: a content header frame above the
-        connection's ``frame_max`` would make RabbitMQ close the whole connection
-        (``FRAME_ERROR``), stalling every exchange and redelivering the message for ever."""
-        frame_max = self._frame_max
-        if out.frames is not None:
-            size = frames.content_header_size(out.frames)
-        elif out.properties is not None:
-            try:
-                size = frames.properties_frame_size(len(out.body), out.properties)
-            except (TypeError, ValueError, OverflowError, struct.error,
-                    pika.exceptions.AMQPError):
-                return None  # unencodable: publishing it says why (_unencodable)
-        else:
-            return None
-        # RabbitMQ takes a frame whose payload fits in frame_max (rabbit_reader's
-        # FRAME_SIZE_FUDGE forgives the 8 bytes of frame head and end): take what it takes
-        if size - 8 <= frame_max:
-            return None
-        return (f"its properties and headers ({size - 8} bytes as a content header) exceed "
-                f"the connection's frame_max ({frame_max} bytes)")
-
-    def _undeliverable(self, out: _Out, reason: str) -> _Out:
-        """The dead letter that replaces ``out``, which cannot be published (``reason``).
-        A copy or an original becomes a dead letter with its properties and headers; a dead
-        letter that cannot be published either becomes a minimal one (reason, source, id)."""
-        ex = out.pending.exchange
-        if out.role == DEAD or out.frames is not None or out.properties is None:
-            return self._minimal_dead_letter(out, reason)
-        if out.role == ORIGINAL:
-            ex.counters.dead_lettered += 1
-        elif out.divert is not None:
-            out.divert.dead_lettered += 1
-        what = "a diverted copy" if out.role == COPY else "a message"
-        LOG.warning("exchange %s: dead-lettering %s: %s", ex.spec.name, what, reason)
-        headers = dict(out.properties.headers or {})
-        for name in ("CC", "BCC"):  # dead letters never fan out again
-            headers.pop(name, None)
-        return self._dead_letter(ex, out.routing_key, out.properties, headers, out.body,
-                                 reason, out.pending, out.divert)
-
-    def _unencodable(self, out: _Out, exc: Exception) -> _Out:
-        """A minimal dead letter replacing a republish whose properties cannot be encoded."""
-        return self._minimal_dead_letter(
-            out, f"cannot encode the message's properties: {type(exc).__name__}: {exc}")
-
-    def _minimal_dead_letter(self, out: _Out, reason: str) -> _Out:
-        """A dead letter with only the reason, the source and the message id (the message's
-        own properties are what cannot be published)."""
-        if out.role == DEAD and out.properties is not None:
-            reason = f"{out.properties.headers.get(ERROR_HEADER)}; then {reason}"
-        LOG.warning("exchange %s: dead-lettering: %s", out.pending.exchange.spec.name, reason)
-        headers = {ERROR_HEADER: reason, SOURCE_HEADER: out.pending.exchange.spec.name}
-        if out.role == ORIGINAL:
-            out.pending.exchange.counters.dead_lettered += 1
-        if out.divert is not None:
-            headers[DIVERT_HEADER] = out.divert.name
-            if out.role == COPY:
-                out.divert.dead_lettered += 1
-        message_id = out.properties.message_id if out.properties is not None else None
-        if message_id is not None and len(message_id.encode("utf-8", "replace")) > 255:
-            message_id = None
-        properties = pika.BasicProperties(headers=headers, message_id=message_id)
-        return _Out(DEAD_LETTER_EXCHANGE, "", properties, out.body, out.pending, DEAD,
-                    out.divert)
-
-    def _on_confirm(self, future: Any) -> None:
-        out: _Out = future.context
-        pending = out.pending
-        outcome = future.outcome
-        counters = pending.exchange.counters
-        ok = True
-        if outcome in (Outcome.NACKED, Outcome.FAILED):
-            ok = False  # the ingress message is requeued (at-least-once, may duplicate)
-        elif out.role == COPY:
-            assert out.divert is not None
-            if outcome is Outcome.RETURNED:
-                # No queue took it (Artemis would let it go): dead-lettered, never dropped.
-                out.divert.unrouted += 1
-                out.divert.dead_lettered += 1
-                where = f"queue {out.routing_key!r}" if not out.exchange \
-                    else f"exchange {out.exchange!r} (routing key {out.routing_key!r})"
-                reason = (f"divert {out.divert.name!r}: no queue took the copy sent to {where}"
-                          f"{': no such queue' if not out.exchange else ''}")
-                LOG.warning("exchange %s: dead-lettering a diverted copy: %s",
-                            pending.exchange.spec.name, reason)
-                self._settler.expect(pending)
-                if out.frames is not None:
-                    publish_frames = self._publish_frames
-                    assert publish_frames is not None
-                    data, count = dead_letter_frames(
-                        out.frames, publish_frames.get(DEAD_LETTER_EXCHANGE, out.routing_key),
-                        self._reasons(pending.exchange, reason, out.divert), self._frame_max)
-                    self._queue.append(_Out(DEAD_LETTER_EXCHANGE, out.routing_key, None,
-                                            out.body, pending, DEAD, out.divert, frames=data,
-                                            frame_count=count))
-                else:
-                    headers = dict(out.properties.headers or {}) if out.properties else {}
-                    self._queue.append(self._dead_letter(
-                        pending.exchange, out.routing_key, out.properties, headers, out.body,
-                        reason, pending, out.divert))
-                self._connection.ioloop.call_later(0, self._drain_queue)
-            else:
-                out.divert.forwarded += 1
-        elif out.role == ORIGINAL:
-            if outcome is Outcome.RETURNED:
-                if pending.exchange.broker_routed:
-                    # RabbitMQ routed it and found no binding
-                    pending.exchange.note_unroutable(out.routing_key)
-                else:
-                    # The bindings changed between the watcher's view and the publish: nothing
-                    # took it, as the plugin would have dropped it. Counted, then acked.
-                    counters.returned += 1
-            else:
-                counters.republished += 1
-                if pending.exchange.broker_routed:
-                    counters.routed += 1
-        self._note_settled(pending, self._settler.confirmed(pending, ok))
-
-    def _settle(self, pending: _Pending) -> None:
-        """Settles an ingress message none of whose republishes awaits a confirm."""
-        self._note_settled(pending, self._settler.settle(pending))
-
-    @staticmethod
-    def _note_settled(pending: _Pending, acked: bool | None) -> None:
-        """Counts how an ingress message was settled: acked (its latency), or requeued
-        because the broker nacked a republish (at-least-once: it may come twice)."""
-        if acked is None:
-            return
-        if not acked:
-            pending.exchange.counters.requeued += 1
-        elif pending.received_at:
-            pending.exchange.latency.observe(time.monotonic() - pending.received_at)
-
 
 def _updatable(old: Any, new: Any) -> bool:
     """Whether ``old`` becomes ``new`` by an update (what Artemis's ``updateDivert`` cannot
@@ -1431,17 +804,6 @@ def _updatable(old: Any, new: Any) -> bool:
     return old.name == new.name and old.address == new.address \
         and old.exclusive == new.exclusive \
         and (old.routing_name or old.name) == (new.routing_name or new.name)
-
-
-def _with_headers(props: Any, headers: dict) -> pika.BasicProperties:
-    """A copy of the ingress message's properties with ``headers`` replaced."""
-    return pika.BasicProperties(
-        content_type=props.content_type, content_encoding=props.content_encoding,
-        headers=headers or None, delivery_mode=props.delivery_mode, priority=props.priority,
-        correlation_id=props.correlation_id, reply_to=props.reply_to,
-        expiration=props.expiration, message_id=props.message_id, timestamp=props.timestamp,
-        type=props.type, user_id=props.user_id, app_id=props.app_id,
-        cluster_id=props.cluster_id)
 
 
 def serve(sidecar: Sidecar, http_listen: str | None, http_token: str | None = None,
