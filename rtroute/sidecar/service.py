@@ -7,25 +7,27 @@ and a prefetch window, routes each batch with the core, republishes through a
 :class:`~rtroute.amqp.ConfirmWindow`, and acks an ingress message only once every republish of
 it is confirmed. A nack or a lost connection leaves it unacked (requeued): at-least-once.
 
-Diverts (:mod:`rtroute.divert`) are the stage before routing: per message, the divert table
-decides which diverts fire and whether the original goes on; each fired divert adds one copy per
-forwarding address to the message's republishes, so the ingress message is acked only once the
-original and every copy are confirmed. For ``topic``/``direct``/``fanout``/``headers`` exchanges
-the sidecar does not route: it republishes the non-diverted flow to ``NAME.bindings``, a real
-exchange of that type (:class:`~rtroute.sidecar.router.BrokerRoutedRouter`). Where a copy goes
-depends on what its forwarding address is on the broker (an exchange, a queue, or neither):
-:class:`AddressProbe` finds out with passive declares before consuming starts.
+Diverts (:mod:`rtroute.divert`) are the stage before routing: each fired divert adds copies to
+the message's republishes, so the ingress message is acked only once the original and every copy
+are confirmed. For ``topic``/``direct``/``fanout``/``headers`` exchanges RabbitMQ routes: the
+non-diverted flow is republished to ``NAME.bindings``, a real exchange of that type.
 
-Everything here runs in the ioloop thread of one :class:`~rtroute.amqp.ReconnectingConnection`
-except :meth:`Sidecar.stop` and :meth:`Sidecar.status`, which any thread may call.
+:class:`Sidecar` is the glue: the connection's life cycle (connect, verify the management API,
+consume, reconnect, stop) around parts that each do one job: :mod:`~rtroute.sidecar.layout`
+(what is declared), :mod:`~rtroute.sidecar.pipeline` (deliveries to confirmed republishes, with
+:mod:`~rtroute.sidecar.divert_copies` and :mod:`~rtroute.sidecar.dead_letters`),
+:mod:`~rtroute.sidecar.address_probe` (what forwarding addresses are),
+:mod:`~rtroute.sidecar.divert_admin` (diverts changed at run time) and
+:mod:`~rtroute.sidecar.status` (counters and metrics). Everything runs in the ioloop thread of
+one :class:`~rtroute.amqp.ReconnectingConnection` except :meth:`Sidecar.stop` and
+:meth:`Sidecar.status`, which any thread may call, and the divert changes, which any thread but
+the ioloop's may call.
 """
 from __future__ import annotations
 
-import concurrent.futures
 import logging
 import threading
 import time
-import urllib.parse
 from collections.abc import Iterable, Sequence
 from typing import Any, Callable
 
@@ -39,7 +41,7 @@ from rtroute.amqp import (
 )
 from rtroute.amqp.broker_identity import identity_from_server_properties
 from rtroute.amqp.management import WrongBroker
-from rtroute.divert import Divert, DivertError, DivertExists, DivertTable
+from rtroute.divert import DivertTable
 from rtroute.sidecar.address_probe import (
     LOOK_AGAIN_INTERVAL,
     REPROBE_INTERVAL,
@@ -47,8 +49,9 @@ from rtroute.sidecar.address_probe import (
     ForwardingAddresses,
 )
 from rtroute.sidecar.dead_letters import DIVERT_HEADER, SOURCE_HEADER
+from rtroute.sidecar.divert_admin import DIVERT_SYNC_INTERVAL, FILE_WINS, DivertAdmin
 from rtroute.sidecar.divert_copies import TRANSFORMER_BUDGET
-from rtroute.sidecar.divert_store import DivertStore, divert_json
+from rtroute.sidecar.divert_store import DivertStore
 from rtroute.sidecar.exchange import UNROUTABLE_LOG_INTERVAL, ManagedExchange
 from rtroute.sidecar.layout import (
     DEAD_LETTER_DECLARATIONS,
@@ -69,7 +72,7 @@ from rtroute.sidecar.status import (
     sidecar_metrics,
 )
 
-# What other modules and tests import from here (some of it now lives in the modules above).
+# What other modules and tests import from here (most of it now lives in the modules above).
 __all__ = [
     "BCC_HINT", "COPY", "DEAD", "DEAD_LETTER_DECLARATIONS", "DEAD_LETTER_EXCHANGE",
     "DEAD_LETTER_QUEUE", "DIVERT_HEADER", "DIVERT_SYNC_INTERVAL", "EXCHANGE_COUNTERS",
@@ -82,23 +85,13 @@ __all__ = [
 
 LOG = logging.getLogger("rtroute.sidecar")
 
-DIVERT_SYNC_INTERVAL = 5.0  # seconds between readings of the stored diverts (persist_diverts)
 VERIFY_RETRY = 5.0  # seconds between attempts to reach the management API at connect
 MANAGEMENT_OPTION = "--management-uri (RTROUTE_MANAGEMENT_URI, [broker] management_uri)"
-
-
-FILE_WINS = ("stored divert %s ignored: the config file defines a divert of that name, and the "
-             "file wins (as Artemis deploys a stored divert only when its configuration does not "
-             "name it); delete it from %s, or rename one of them")
 
 
 class SidecarFatal(RuntimeError):
     """The sidecar stopped because it cannot serve correctly (the message says why and what
     to change); restarting it unchanged would fail the same way."""
-
-
-class _Unavailable(RuntimeError):
-    """The sidecar cannot do that now (not connected); the caller may try again."""
 
 
 class Sidecar:
@@ -142,7 +135,6 @@ class Sidecar:
         # a cluster's nodes: one is picked per connect (status shows the one connected)
         self.masked_uri = ", ".join(mask_uri(one) for one in ([uri] if isinstance(uri, str)
                                                                  else uri))
-        self._allowed_transformers = frozenset(allowed_transformers)
         management = ManagementClient.from_amqp_uri(uri, management_uri) if use_management \
             else None
         vhost = parse_uri(uri if isinstance(uri, str) else uri[0], strict=False).vhost
@@ -155,11 +147,6 @@ class Sidecar:
         self.diverts = DivertTable(list(self.exchanges))
         for config in diverts:
             self.diverts.add(config)
-        self._store = DivertStore(management, vhost) if persist_diverts and management \
-            else None
-        # serialises the stored list's read-modify-writes and the syncing of the table with it
-        self._store_lock = threading.Lock()
-        self._divert_sync_interval = divert_sync_interval
         self._layout = BrokerLayout(self.exchanges)
         self._window_size = window
         self._connection = ReconnectingConnection(
@@ -172,11 +159,16 @@ class Sidecar:
         self._pipeline = Pipeline(self._connection, self.exchanges, self.diverts,
                                   self._addresses, on_broken=self._reconnect_now,
                                   on_error=self._note_error)
+        self._divert_admin = DivertAdmin(
+            self.diverts, self.exchanges, self._addresses, self._connection,
+            DivertStore(management, vhost) if persist_diverts and management else None,
+            allowed_transformers, divert_sync_interval,
+            connected=lambda: self._pipeline.window is not None,
+            stopping=lambda: self._stopping, stopped=self._stopped)
         self.connects = 0
         self.last_error: str | None = None
         self.fatal_error: str | None = None
         self._notified_ready = False  # systemd (Type=notify) told once every exchange consumes
-        self._stored_loaded = False
 
     @property
     def internal_errors(self) -> int:
@@ -193,9 +185,9 @@ class Sidecar:
         """
         LOG.info("sidecar starting: broker %s, exchanges %s, %d diverts", self.masked_uri,
                  ", ".join(self.exchanges), len(self.diverts))
-        if self._store is not None:
-            threading.Thread(target=self._sync_stored_diverts, name="rtroute-divert-sync",
-                             daemon=True).start()
+        if self._divert_admin.store is not None:
+            threading.Thread(target=self._divert_admin.sync_stored_diverts,
+                             name="rtroute-divert-sync", daemon=True).start()
         try:
             self._connection.run()
         finally:
@@ -211,318 +203,42 @@ class Sidecar:
         return self._stopped.wait(timeout)
 
     def create_divert(self, config: Any, timeout: float = 10.0) -> dict:
-        """Adds a divert while running (it applies to messages routed from then on).
-
-        Its forwarding addresses are looked up on the broker first, so the divert fires only
-        once the sidecar knows where its copies go. Any thread but the ioloop's.
-
-        Returns:
-            The divert's status.
-
-        Raises:
-            DivertError: it cannot run (name taken, no managed exchange matches, a cycle...).
-            RuntimeError: not connected to the broker, or no answer within ``timeout``.
-        """
-        result: concurrent.futures.Future = concurrent.futures.Future()
-        self._connection.add_callback_threadsafe(lambda: self._create_divert(config, result))
-        try:
-            return result.result(timeout)
-        except concurrent.futures.TimeoutError:
-            raise _Unavailable(f"no answer from the sidecar within {timeout} s") from None
+        """Adds a divert while running (see :meth:`.DivertAdmin.create_divert`)."""
+        return self._divert_admin.create_divert(config, timeout)
 
     def delete_divert(self, name: str, timeout: float = 10.0) -> dict:
-        """Removes a divert while running; returns its last status. Any thread but the ioloop's.
-
-        Raises:
-            KeyError: no such divert.
-            RuntimeError: no answer within ``timeout``.
-        """
-        result: concurrent.futures.Future = concurrent.futures.Future()
-
-        def delete() -> None:
-            try:
-                divert = self.diverts.remove(name)
-            except KeyError as exc:
-                result.set_exception(exc)
-                return
-            LOG.info("divert %s deleted", name)
-            result.set_result(self._divert_status(divert))
-
-        self._connection.add_callback_threadsafe(delete)
-        try:
-            return result.result(timeout)
-        except concurrent.futures.TimeoutError:
-            raise _Unavailable(f"no answer from the sidecar within {timeout} s") from None
+        """Removes a divert while running (see :meth:`.DivertAdmin.delete_divert`)."""
+        return self._divert_admin.delete_divert(name, timeout)
 
     def update_divert(self, config: Any, timeout: float = 10.0) -> dict:
-        """Gives a running divert new settings (its filter, forwarding addresses, routing type,
-        transformer, routing key), as Artemis's ``updateDivert`` does: in place, between two
-        batches, so each message sees either the old settings or the new ones, and copies
-        already decided go out as they were decided. New forwarding addresses are looked up
-        on the broker first. Any thread but the ioloop's.
-
-        Returns:
-            The divert's status (its counters go on).
-
-        Raises:
-            KeyError: no such divert.
-            DivertError: a setting that cannot change, a bad one, a cycle, a transformer not
-                on the allow-list.
-            RuntimeError: not connected, or no answer within ``timeout``.
-        """
-        result: concurrent.futures.Future = concurrent.futures.Future()
-        self._connection.add_callback_threadsafe(lambda: self._update_divert(config, result))
-        try:
-            return result.result(timeout)
-        except concurrent.futures.TimeoutError:
-            raise _Unavailable(f"no answer from the sidecar within {timeout} s") from None
-
-    # -- stored diverts (persist_diverts) -------------------------------------------------------
-    def _read_stored_diverts(self) -> tuple[list, list[str]] | None:
-        """The stored diverts, read once the management API is known to be the broker's (any
-        thread but the ioloop's); None if they could not be read (the sync thread retries)."""
-        assert self._store is not None
-        try:
-            return self._store.load()
-        except ManagementError as exc:
-            LOG.warning("stored diverts not loaded (%s); trying again in %.0f s", exc,
-                        self._divert_sync_interval)
-            return None
-
-    def _add_stored_diverts(self, stored: tuple[list, list[str]]) -> None:
-        """Adds the stored diverts before the first consume (ioloop thread)."""
-        configs, problems = stored
-        for problem in problems:
-            LOG.warning("stored divert ignored: %s", problem)
-        for config in configs:
-            current = self.diverts.get(config.name)
-            if current is not None and current.origin == "config":
-                LOG.warning(FILE_WINS, config.name, self._store.parameter
-                            if self._store is not None else "the broker")
-                continue
-            try:
-                self._check_transformer(config)
-                self.diverts.add(config, origin="http")
-            except DivertError as exc:
-                LOG.warning("stored divert %s ignored: %s", config.name, exc)
-
-    def _check_transformer(self, config: Any) -> None:
-        """A divert made at run time (HTTP, broker-stored) may name only a transformer that the
-        config file allows: its name is code to import and run, and whoever can reach the
-        endpoint or set broker parameters must not choose it. Checked before any import.
-
-        Raises:
-            DivertError: the transformer is not on the allow-list.
-        """
-        name = getattr(config, "transformer", None)
-        if name and name not in self._allowed_transformers:
-            LOG.warning("divert %s refused: transformer %r is not allowed for diverts made at "
-                        "run time", getattr(config, "name", "?"), name)
-            raise DivertError(
-                f"divert {getattr(config, 'name', '?')!r}: transformer {name!r} is not allowed "
-                "for diverts made at run time; list it in [http] allowed_transformers (or "
-                "declare the divert in the config file)")
-
-    def _sync_stored_diverts(self) -> None:
-        """Every few seconds, makes the run-time diverts those the broker stores (another
-        sidecar of the vhost may have created or deleted some)."""
-        assert self._store is not None
-        ignored: dict[str, str] = {}  # name -> why, logged once
-        while not self._stopped.wait(self._divert_sync_interval):
-            if self._stopping or self._pipeline.window is None:
-                continue  # not connected: forwarding addresses cannot be looked up
-            with self._store_lock:
-                try:
-                    configs, _problems = self._store.load()
-                except ManagementError as exc:
-                    LOG.warning("stored diverts not read: %s", exc)
-                    continue
-                wanted = {c.name: c for c in configs}
-                for divert in self.diverts:
-                    if divert.origin == "http" and divert.name not in wanted:
-                        self._apply_stored(lambda d=divert: self.delete_divert(d.name),
-                                           f"removing divert {divert.name}")
-                for name, config in wanted.items():
-                    current = self.diverts.get(name)
-                    if current is not None and (current.origin != "http"
-                                                or divert_json(current.config)
-                                                == divert_json(config)):
-                        continue
-                    if current is not None and _updatable(current.config, config):
-                        why = self._apply_stored(lambda c=config: self.update_divert(c),
-                                                 f"updating divert {name}")
-                    else:
-                        if current is not None:
-                            self._apply_stored(lambda n=name: self.delete_divert(n),
-                                               f"replacing divert {name}")
-                        why = self._apply_stored(lambda c=config: self.create_divert(c),
-                                                 f"adding divert {name}")
-                    if why and ignored.get(name) != why:
-                        LOG.warning("stored divert %s ignored: %s", name, why)
-                    if why:
-                        ignored[name] = why
-                    else:
-                        ignored.pop(name, None)
-
-    def _apply_stored(self, change: Callable[[], Any], what: str) -> str | None:
-        """Runs one change of the table; returns why it failed (None: done)."""
-        try:
-            change()
-        except DivertError as exc:
-            return str(exc)
-        except (KeyError, _Unavailable) as exc:
-            LOG.info("%s: %s", what, exc)
-            return None
-        LOG.info("%s (stored in the broker)", what)
-        return None
+        """Gives a running divert new settings (see :meth:`.DivertAdmin.update_divert`)."""
+        return self._divert_admin.update_divert(config, timeout)
 
     def http_routes(self) -> dict:
         """``POST /diverts``, ``PUT``/``PATCH``/``DELETE /diverts/NAME`` and ``GET /diverts``
         for the OpsServer."""
-        return {("POST", "/diverts"): self._http_create_divert,
-                ("PUT", "/diverts/"): lambda path, body: self._http_update_divert(
-                    path, body, replace=True),
-                ("PATCH", "/diverts/"): self._http_update_divert,
-                ("DELETE", "/diverts/"): self._http_delete_divert,
-                ("GET", "/diverts"): lambda _path, _body: (200, self._diverts_status())}
+        return self._divert_admin.http_routes()
 
     def status(self) -> dict:
         """A snapshot for ``/status`` and ``/metrics``."""
         window = self._pipeline.window
         in_flight = len(self._pipeline.settler)
         exchanges = [ex.status(in_flight) for ex in self.exchanges.values()]
-        diverts = self._diverts_status()
+        diverts = self._divert_admin.diverts_status()
         healthy = self._connection.state not in ("stopped",) and window is not None \
             and not window.closed
         metrics = sidecar_metrics(
             self._vhost, exchanges,
             [(ex.spec.name, ex.latency.sample()) for ex in self.exchanges.values()],
             diverts, in_flight, self.connects, self.internal_errors)
+        store = self._divert_admin.store
         return {"healthy": bool(healthy), "broker": self.masked_uri,
                 "connected_to": self._connection.current_uri,
                 "connection": self._connection.state, "connects": self.connects,
                 "last_error": self.last_error, "internal_errors": self.internal_errors,
                 "hints": [BCC_HINT], "exchanges": exchanges, "diverts": diverts,
-                "divert_store": None if self._store is None else self._store.parameter,
+                "divert_store": None if store is None else store.parameter,
                 "forwarding_addresses": dict(self._addresses.kinds), "metrics": metrics}
-
-    def _diverts_status(self) -> list[dict]:
-        return [self._divert_status(d) for d in self.diverts]
-
-    def _divert_status(self, divert: Divert) -> dict:
-        status = divert.status()
-        status["exchanges"] = self.diverts.exchanges_of(divert)
-        return status
-
-    def _http_create_divert(self, _path: str, body: bytes) -> tuple[int, Any]:
-        from rtroute.config import ConfigError, loads_divert
-
-        try:
-            config = loads_divert(body.decode("utf-8"))
-        except UnicodeDecodeError:
-            return 400, {"error": "the request body is not UTF-8"}
-        except ConfigError as exc:
-            return 400, {"error": str(exc)}
-        with self._store_lock:
-            try:
-                status = self.create_divert(config)
-            except DivertExists as exc:
-                return 409, {"error": str(exc)}
-            except DivertError as exc:
-                return 400, {"error": str(exc)}
-            except _Unavailable as exc:
-                return 503, {"error": str(exc)}
-            if self._store is not None:
-                try:
-                    self._store.put(config)
-                except ManagementError as exc:
-                    self.delete_divert(config.name)
-                    return 503, {"error": f"the divert could not be stored in the broker, so "
-                                          f"it was not created: {exc}"}
-        return 201, {"divert": status, "warnings": self._missing_targets(status),
-                     "stored": self._store is not None}
-
-    def _http_delete_divert(self, path: str, _body: bytes) -> tuple[int, Any]:
-        name = urllib.parse.unquote(path[len("/diverts/"):])
-        with self._store_lock:
-            stored = False
-            if self._store is not None:
-                try:
-                    stored = self._store.remove(name)
-                except ManagementError as exc:
-                    return 503, {"error": f"the stored divert could not be removed, so it "
-                                          f"was not deleted: {exc}"}
-            try:
-                return 200, {"deleted": self.delete_divert(name)}
-            except KeyError:
-                if stored:  # stored by another sidecar, not (yet) running here
-                    return 200, {"deleted": {"name": name, "origin": "http"}}
-                return 404, {"error": f"no divert named {name!r}"}
-            except _Unavailable as exc:
-                return 503, {"error": str(exc)}
-
-    def _http_update_divert(self, path: str, body: bytes, replace: bool = False
-                            ) -> tuple[int, Any]:
-        """``PATCH /diverts/NAME`` (the keys given change) and ``PUT /diverts/NAME`` (the
-        whole divert): see :func:`rtroute.config.loads_divert_update`."""
-        from rtroute.config import ConfigError, loads_divert_update
-
-        name = urllib.parse.unquote(path[len("/diverts/"):])
-        with self._store_lock:
-            current = self.diverts.get(name)
-            if current is None:
-                return 404, {"error": f"no divert named {name!r}"}
-            try:
-                config = loads_divert_update(body.decode("utf-8"), current.config, replace)
-            except UnicodeDecodeError:
-                return 400, {"error": "the request body is not UTF-8"}
-            except ConfigError as exc:
-                return 400, {"error": str(exc)}
-            before = current.config
-            try:
-                status = self.update_divert(config)
-            except KeyError:
-                return 404, {"error": f"no divert named {name!r}"}
-            except DivertError as exc:
-                return 400, {"error": str(exc)}
-            except _Unavailable as exc:
-                return 503, {"error": str(exc)}
-            stored = False
-            warnings = self._missing_targets(status)
-            if current.origin == "config":
-                warnings.append("this divert comes from the config file: the change lasts "
-                                "until the process stops (edit the file to keep it)")
-            elif self._store is not None:
-                try:
-                    self._store.put(config)
-                    stored = True
-                except ManagementError as exc:
-                    try:
-                        self.update_divert(before)
-                    except (DivertError, KeyError, _Unavailable) as undo:
-                        LOG.error("divert %s: the update could not be stored (%s) nor "
-                                  "undone (%s): it runs here until restarted", name, exc,
-                                  undo)
-                        return 503, {"error": f"the update could not be stored in the "
-                                              f"broker ({exc}) and could not be undone "
-                                              f"({undo})"}
-                    return 503, {"error": f"the update could not be stored in the broker, so "
-                                          f"it was undone: {exc}"}
-        return 200, {"divert": status, "warnings": warnings, "stored": stored}
-
-    def _missing_targets(self, status: dict) -> list[str]:
-        divert = self.diverts.get(status["name"])
-        if divert is None:
-            return []
-        anycast = divert.routing_type == "ANYCAST"
-        warnings = [f"forwarding address {a!r} is neither an exchange nor a queue yet: copies "
-                    "to it are dead-lettered until it exists"
-                    for a in divert.forwarding_addresses
-                    if a not in self.exchanges and self._addresses.kinds.get(a) is None]
-        for warning in warnings:
-            LOG.warning("divert %s: %s%s", divert.name, warning,
-                        " (ANYCAST: a queue of that name)" if anycast else "")
-        return warnings
 
     # -- ioloop thread: connection life cycle ---------------------------------------------------
     def _on_ready(self, connection: Any, channel: Any, _last_queue: str | None) -> None:
@@ -543,7 +259,7 @@ class Sidecar:
             window = pipeline.open_window(publish_channel, self._window_size,
                                           on_closed=self._on_window_closed)
             window.start(on_ready=lambda: self._verify_management(connection, lambda: (
-                self._addresses.look_up(connection, self._forwarding_names(),
+                self._addresses.look_up(connection, self._divert_admin.forwarding_names(),
                                         lambda: self._start_exchanges(connection)))))
 
         connection.channel(on_open_callback=with_publish_channel)
@@ -575,8 +291,7 @@ class Sidecar:
             problem: Exception | None = None
             try:
                 management.verify_broker()
-                if self._store is not None and not self._stored_loaded:
-                    stored = self._read_stored_diverts()
+                stored = self._divert_admin.read_stored()
             except ManagementError as exc:
                 problem = exc
             try:
@@ -591,9 +306,7 @@ class Sidecar:
             if isinstance(problem, WrongBroker):
                 self._fail(str(problem))
                 return
-            if stored is not None and not self._stored_loaded:
-                self._stored_loaded = True
-                self._add_stored_diverts(stored)
+            self._divert_admin.add_stored(stored)
             if not started:
                 started = True
                 then()
@@ -622,15 +335,6 @@ class Sidecar:
     def _note_error(self, error: str) -> None:
         """Keeps ``error`` as the last one ``/status`` shows."""
         self.last_error = error
-
-    def _forwarding_names(self, diverts: Iterable[Divert] | None = None) -> list[str]:
-        """Forwarding addresses whose kind on the broker decides where copies go."""
-        names = []
-        for divert in (self.diverts if diverts is None else diverts):
-            # ANYCAST copies go to the queue by name whatever the answer; it is looked up
-            # only so that a missing one is said (at creation, in the log, in /status)
-            names += [a for a in divert.forwarding_addresses if a not in self.exchanges]
-        return list(dict.fromkeys(names))
 
     def _start_exchanges(self, connection: Any) -> None:
         """Consumes each ingress queue once its bindings are known (never route blind)."""
@@ -661,67 +365,6 @@ class Sidecar:
         LOG.info("exchange %s: consuming %s (%s bindings known)", ex.spec.name,
                  ex.spec.ingress_queue,
                  "broker-routed, no" if ex.broker_routed else len(ex.router.bindings()))
-
-    def _create_divert(self, config: Any, result: concurrent.futures.Future) -> None:
-        try:
-            self._check_transformer(config)
-            divert = Divert(config, origin="http")
-            self.diverts.check(config)
-        except DivertError as exc:
-            result.set_exception(exc)
-            return
-
-        def add() -> None:
-            try:
-                self.diverts.add(divert)
-            except DivertError as exc:  # another one was created meanwhile
-                result.set_exception(exc)
-                return
-            LOG.info("divert %s created: %s -> %s (%s%s)", divert.name, config.address,
-                     config.forwarding_address, config.routing_type,
-                     ", exclusive" if config.exclusive else "")
-            result.set_result(self._divert_status(divert))
-
-        self._look_up_targets_then(divert, add, result)
-
-    def _look_up_targets_then(self, divert: Divert, then: Callable[[], Any],
-                              result: concurrent.futures.Future) -> None:
-        """Looks up the forwarding addresses of ``divert`` the sidecar knows nothing of, then
-        calls ``then()``; without a connection to ask on, fails ``result`` instead."""
-        names = [n for n in self._forwarding_names([divert])
-                 if self._addresses.kinds.get(n) is None]
-        connection = self._connection.connection
-        if names and (connection is None or not connection.is_open
-                      or self._pipeline.window is None):
-            result.set_exception(_Unavailable("not connected to the broker, so the forwarding "
-                                              "addresses cannot be looked up; try again"))
-            return
-        self._addresses.look_up(connection, names, then)
-
-    def _update_divert(self, config: Any, result: concurrent.futures.Future) -> None:
-        try:
-            current = self.diverts.get(config.name)
-            if current is None:
-                raise KeyError(config.name)
-            if config.transformer != current.config.transformer:
-                self._check_transformer(config)
-            candidate = self.diverts.check_update(config)
-        except (KeyError, DivertError) as exc:
-            result.set_exception(exc)
-            return
-
-        def apply() -> None:
-            try:
-                divert = self.diverts.update(config)
-            except (KeyError, DivertError) as exc:  # changed meanwhile
-                result.set_exception(exc)
-                return
-            LOG.info("divert %s updated: %s -> %s (%s%s)", divert.name, config.address,
-                     config.forwarding_address, config.routing_type,
-                     f", filter {config.filter!r}" if config.filter else "")
-            result.set_result(self._divert_status(divert))
-
-        self._look_up_targets_then(candidate, apply, result)
 
     def _on_lost(self, reason: str) -> None:
         self._layout.learn(reason)
@@ -797,13 +440,6 @@ class Sidecar:
                                ) -> None:
         LOG.error("delivery %d bypassed the frame reader: reconnecting", method.delivery_tag)
         self._reconnect_now()
-
-def _updatable(old: Any, new: Any) -> bool:
-    """Whether ``old`` becomes ``new`` by an update (what Artemis's ``updateDivert`` cannot
-    change is the same)."""
-    return old.name == new.name and old.address == new.address \
-        and old.exclusive == new.exclusive \
-        and (old.routing_name or old.name) == (new.routing_name or new.name)
 
 
 def serve(sidecar: Sidecar, http_listen: str | None, http_token: str | None = None,
