@@ -245,7 +245,7 @@ class Pipeline:
         outs: list[Republish] = []
         try:
             if decision is not None:
-                outs += self._original_outs(m, decision, pending)
+                outs += self._republishes_of_original(m, decision, pending)
             else:
                 ex.counters.diverted += 1
             if verdict is not None and verdict.fired:
@@ -263,8 +263,8 @@ class Pipeline:
         if not pending.awaiting:
             self._settle(pending)
 
-    def _original_outs(self, m: IngressMessage, decision: Decision, pending: PendingMessage
-                       ) -> list[Republish]:
+    def _republishes_of_original(self, m: IngressMessage, decision: Decision,
+                                 pending: PendingMessage) -> list[Republish]:
         ex = m.exchange
         c = ex.counters
         routing_key = m.routing_key if isinstance(m.routing_key, str) else ""
