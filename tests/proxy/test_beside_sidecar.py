@@ -12,7 +12,7 @@ from rtroute import RTopicPublisher
 
 from ..conftest import BROKER_URI, MANAGEMENT_URI, wait_for
 from ..sidecar.conftest import SidecarProcess
-from .test_plugin_behaviour import BINDINGS
+from .test_plugin_behaviour import BINDINGS, drain
 
 pytestmark = pytest.mark.broker
 
@@ -51,22 +51,16 @@ def test_proxy_sidecar_and_library_on_one_exchange(tmp_path, proxies, exchange_n
 
         wait_for(lambda: all(depths()[q] >= 3 for q in MATCHED), 20)
         time.sleep(0.5)  # a duplicate would land now
-        got = {}
-        for q in BINDINGS:
-            got[q] = []
-            while True:
-                method, _props, body = ch.basic_get(f"{name}.{q}", auto_ack=True)
-                if method is None:
-                    break
-                got[q].append((body.decode(), method.routing_key))
-                if body == b"through the proxy":
-                    assert method.exchange == name   # as declared, through the proxy
+        got = drain(ch, name)
+        for body, exchange, _key, _headers in got["A"]:
+            if body == "through the proxy":
+                assert exchange == name   # as declared, through the proxy
         client.close()
         for q in BINDINGS:
-            bodies = sorted(body for body, _ in got[q])
+            bodies = sorted(body for body, _, _, _ in got[q])
             want = sorted(["through the proxy", "to NAME, routed by the sidecar",
                            "from the library"]) if q in MATCHED else []
             assert bodies == want, q
-            assert all(key == KEY for _, key in got[q])
+            assert all(key == KEY for _, _, key, _ in got[q])
     finally:
         sidecar.terminate()
