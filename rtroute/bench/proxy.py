@@ -12,7 +12,6 @@ process on a free port.
 from __future__ import annotations
 
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -21,7 +20,7 @@ from typing import Any, Callable
 
 from rtroute.amqp import connect_blocking, publish
 from rtroute.amqp.uri import parse_uri
-from rtroute.bench.publish import BINDINGS, Shape, _pika_path, _probed_pika_path, _Setup
+from rtroute.bench.publish import BINDINGS, Shape, _close, _medians, _open, _pika_path, _Setup
 from rtroute.netaddr import free_port
 from rtroute.sidecar.delivery import bindings_exchange_type
 
@@ -67,11 +66,7 @@ def start_proxy(uri: str, management_uri: str | None) -> tuple[subprocess.Popen,
 def run_shape(uri: str, shape: Shape, proxied: str, echo: Callable[[str], None],
               repeat: int, plugin_uri: str | None, bindings: int) -> dict:
     """One shape, each path ``repeat`` times (alternating); returns the median rates."""
-    conn = connect_blocking(uri, "rtroute bench proxy", heartbeat=0)
-    channel = conn.channel()
-    plugin_conn = connect_blocking(plugin_uri, "rtroute bench proxy", heartbeat=0) \
-        if plugin_uri else None
-    plugin_channel = plugin_conn.channel() if plugin_conn else None
+    conn, channel, plugin_conn, plugin_channel = _open(uri, plugin_uri, "rtroute bench proxy")
     version = conn._impl.server_properties.get("version")  # NAME.bindings as the proxy has it
     kind = bindings_exchange_type(version.decode() if isinstance(version, bytes) else version)
     setup = _Setup(channel, shape, uuid.uuid4().hex[:6], plugin_channel, bindings, kind)
@@ -92,32 +87,15 @@ def run_shape(uri: str, shape: Shape, proxied: str, echo: Callable[[str], None],
             rates["proxy"].append(_pika_path(proxied, setup.name, shape.rtopic_key, shape,
                                              channel, setup.queues))
             if plugin_channel is not None:
-                def purge_plugin() -> None:
-                    for queue in setup.plugin_queues:
-                        plugin_channel.queue_purge(queue)
-
-                purge_plugin()
-                rate, _probed = _probed_pika_path(plugin_uri, setup.plugin_exchange,
-                                                  shape.rtopic_key,
-                                                  shape, plugin_channel, setup.plugin_queues,
-                                                  purge_plugin)
-                rates["plugin"].append(rate)
+                rates["plugin"].append(setup.plugin_rate(plugin_uri, shape, plugin_channel)[0])
             echo(f"  {shape.label}, run {run_number}/{repeat}: " + ", ".join(
                 f"{path} {values[-1]:,.0f}" for path, values in rates.items()) + " msg/s")
     finally:
-        if not channel.is_open:
-            channel = conn.channel()
-        setup.remove(channel, plugin_channel)
-        conn.close()
-        if plugin_conn is not None:
-            plugin_conn.close()
-    medians = {path: statistics.median(values) for path, values in rates.items()}
+        _close(conn, channel, plugin_conn, plugin_channel, setup)
+    medians = _medians(rates, repeat)
     return {"scenario": shape.label, "messages": shape.messages,
-            "queues_per_message": shape.matched, "bindings": bindings,
-            **{f"{path}_msgs_per_s": rate for path, rate in medians.items()},
-            "proxy_vs_native": medians["proxy"] / medians["native"],
-            "runs": [{path: values[i] for path, values in rates.items()}
-                     for i in range(repeat)]}
+            "queues_per_message": shape.matched, "bindings": bindings, **medians,
+            "proxy_vs_native": medians["proxy_msgs_per_s"] / medians["native_msgs_per_s"]}
 
 
 def run(uri: str = DEFAULT_URI, shapes: list[Shape] = SHAPES, echo: Callable[[str], Any] = print,

@@ -68,6 +68,33 @@ def _filler(j: int) -> str:
     return f"s{j % 100}.app{j // 100 % 10}.mod{j % 7}.w{j}"
 
 
+def _open(uri: str, plugin_uri: str | None, client: str) -> tuple[Any, Any, Any, Any]:
+    """``(conn, channel, plugin_conn, plugin_channel)``, the plugin's None without its URI.
+    No heartbeats: each connection idles while the other's 10k bindings are made."""
+    conn = connect_blocking(uri, client, heartbeat=0)
+    plugin_conn = connect_blocking(plugin_uri, client, heartbeat=0) if plugin_uri else None
+    return conn, conn.channel(), plugin_conn, plugin_conn.channel() if plugin_conn else None
+
+
+def _close(conn: Any, channel: Any, plugin_conn: Any, plugin_channel: Any,
+           setup: _Setup) -> None:
+    """Removes the shape's objects and closes the connections of :func:`_open`."""
+    if not channel.is_open:
+        channel = conn.channel()
+    setup.remove(channel, plugin_channel)
+    conn.close()
+    if plugin_conn is not None:
+        plugin_conn.close()
+
+
+def _medians(rates: dict[str, list[float]], repeat: int) -> dict[str, Any]:
+    """Each path's median rate (``PATH_msgs_per_s``) and every run's rates (``runs``)."""
+    return {**{f"{path}_msgs_per_s": statistics.median(values)
+               for path, values in rates.items()},
+            "runs": [{path: values[i] for path, values in rates.items()}
+                     for i in range(repeat)]}
+
+
 class _Setup:
     """The queues and bindings of one shape on one broker, for every path at once."""
 
@@ -107,6 +134,17 @@ class _Setup:
     def purge(self, channel: Any) -> None:
         for queue in self.queues:
             channel.queue_purge(queue)
+
+    def plugin_rate(self, plugin_uri: str, shape: Shape, plugin_channel: Any
+                    ) -> tuple[float, bool]:
+        """The plugin's path on its broker (probed first, see :func:`_probed_pika_path`)."""
+        def purge_plugin() -> None:
+            for queue in self.plugin_queues:
+                plugin_channel.queue_purge(queue)
+
+        purge_plugin()
+        return _probed_pika_path(plugin_uri, self.plugin_exchange, shape.rtopic_key, shape,
+                                 plugin_channel, self.plugin_queues, purge_plugin)
 
     def remove(self, channel: Any, plugin_channel: Any = None) -> None:
         for queue in self.queues + self.fillers:
@@ -201,12 +239,7 @@ def run_shape(uri: str, shape: Shape, echo: Callable[[str], None], repeat: int =
     from rtroute.publisher import RTopicPublisher
 
     tag = uuid.uuid4().hex[:6]
-    # no heartbeats: each of these connections idles while the other's 10k bindings are made
-    conn = connect_blocking(uri, "rtroute bench publish", heartbeat=0)
-    channel = conn.channel()
-    plugin_conn = connect_blocking(plugin_uri, "rtroute bench publish", heartbeat=0) \
-        if plugin_uri else None
-    plugin_channel = plugin_conn.channel() if plugin_conn else None
+    conn, channel, plugin_conn, plugin_channel = _open(uri, plugin_uri, "rtroute bench publish")
     setup = _Setup(channel, shape, tag, plugin_channel, bindings, bindings_type)
     proc = None
     rates: dict[str, list[float]] = {"native": [], "publisher": []}
@@ -238,15 +271,7 @@ def run_shape(uri: str, shape: Shape, echo: Callable[[str], None], repeat: int =
                     rates["sidecar"].append(_pika_path(uri, setup.name, shape.rtopic_key,
                                                        shape, channel, setup.queues))
                 if plugin_channel is not None:
-                    def purge_plugin() -> None:
-                        for queue in setup.plugin_queues:
-                            plugin_channel.queue_purge(queue)
-
-                    purge_plugin()
-                    rate, probed = _probed_pika_path(plugin_uri, setup.plugin_exchange,
-                                                     shape.rtopic_key,
-                                                     shape, plugin_channel,
-                                                     setup.plugin_queues, purge_plugin)
+                    rate, probed = setup.plugin_rate(plugin_uri, shape, plugin_channel)
                     rates["plugin"].append(rate)
                     plugin_probed = plugin_probed or probed
                 echo(f"  {shape.label}, run {run_number}/{repeat}: " + ", ".join(
@@ -255,22 +280,15 @@ def run_shape(uri: str, shape: Shape, echo: Callable[[str], None], repeat: int =
         if proc is not None:
             proc.terminate()
             proc.wait(30)
-        if not channel.is_open:
-            channel = conn.channel()
-        setup.remove(channel, plugin_channel)
-        conn.close()
-        if plugin_conn is not None:
-            plugin_conn.close()
-    medians = {path: statistics.median(values) for path, values in rates.items()}
+        _close(conn, channel, plugin_conn, plugin_channel, setup)
+    medians = _medians(rates, repeat)
     return {"scenario": shape.label, "messages": shape.messages,
             "queues_per_message": shape.matched, "bindings": bindings,
             "rtopic_key": shape.rtopic_key, "topic_binding": shape.topic_binding,
-            "bindings_type": bindings_type,
-            **{f"{path}_msgs_per_s": rate for path, rate in medians.items()},
-            "publisher_vs_native": medians["publisher"] / medians["native"],
-            "plugin_probe_only": plugin_probed,
-            "runs": [{path: values[i] for path, values in rates.items()}
-                     for i in range(repeat)]}
+            "bindings_type": bindings_type, **medians,
+            "publisher_vs_native": (medians["publisher_msgs_per_s"]
+                                    / medians["native_msgs_per_s"]),
+            "plugin_probe_only": plugin_probed}
 
 
 def run(uri: str = DEFAULT_URI, shapes: list[Shape] = SHAPES,
