@@ -3,8 +3,6 @@ confirms, a CC and a real BCC, deliveries naming the exchange as declared."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -13,6 +11,7 @@ import pika.exceptions
 import pytest
 
 from ..conftest import wait_for
+from ..node_amqplib import amqplib_script
 
 pytestmark = pytest.mark.broker
 
@@ -156,15 +155,7 @@ def test_transactions_commit_rewritten_publishes(proxies, exchange_name):
 
 @pytest.fixture(scope="module")
 def node_client() -> Path:
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if not node or not npm:
-        if os.environ.get("RTROUTE_REQUIRE_BROKER") == "1":
-            pytest.fail("node and npm are needed for the Node.js interop test")
-        pytest.skip("no node/npm")
-    if not (NODE_DIR / "node_modules" / "amqplib").is_dir():
-        subprocess.run([npm, "install", "--no-audit", "--no-fund", "--silent"], cwd=NODE_DIR,
-                       check=True, timeout=300)
-    return NODE_DIR / "rtopic.js"
+    return amqplib_script(NODE_DIR, "rtopic.js")
 
 
 def test_the_plugin_readme_example_from_node_amqplib(proxies, exchange_name, node_client):

@@ -6,8 +6,6 @@ Needs Node.js and npm (the machine kind has them); amqplib is installed from the
 into tests/sidecar/node/node_modules once."""
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -17,6 +15,7 @@ from rtroute.amqp import frames
 from rtroute.amqp.content_header import decode_properties
 
 from ..divert.test_lossless_broker import raw_consume
+from ..node_amqplib import amqplib_script
 from .conftest import wait_depth
 
 pytestmark = pytest.mark.broker
@@ -26,15 +25,7 @@ NODE_DIR = Path(__file__).parent / "node"
 
 @pytest.fixture(scope="module")
 def node_publisher() -> Path:
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if not node or not npm:
-        if os.environ.get("RTROUTE_REQUIRE_BROKER") == "1":
-            pytest.fail("node and npm are needed for the Node.js interop test")
-        pytest.skip("no node/npm")
-    if not (NODE_DIR / "node_modules" / "amqplib").is_dir():
-        subprocess.run([npm, "install", "--no-audit", "--no-fund", "--silent"], cwd=NODE_DIR,
-                       check=True, timeout=300)
-    return NODE_DIR / "publish.js"
+    return amqplib_script(NODE_DIR, "publish.js")
 
 
 def test_a_node_message_with_a_millisecond_timestamp_header_is_routed(node_publisher, sidecars,
