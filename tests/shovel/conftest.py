@@ -2,11 +2,9 @@
 of the broker under test, unique queue names, message helpers, and shovels run in this process."""
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import tempfile
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,58 +19,31 @@ from rtroute.shovel.config import ShovelConfig
 from rtroute.shovel.status import ShovelState
 from rtroute.shovel.worker import ShovelWorker
 
+from ..broker_nodes import LocalNode, rabbitmq_installed
 from ..conftest import BROKER_URI, wait_for
 
 NODE2 = "rtroute-test-2@localhost"
 NODE2_PORT = 5682
 NODE2_TLS_PORT = 5683
-RABBIT_BIN = Path("/usr/lib/rabbitmq/bin")
 
 
 # ------------------------------------------------------------------------------ second node
 
 
-class Node:
-    """A RabbitMQ node of our own (loopback only), started detached with its own data dir.
-
-    It runs as the current user with ``HOME`` (and so the Erlang cookie) in the temp dir, so
-    that ``rabbitmqctl -n NODE`` reaches it and nothing else.
-    """
+class Node(LocalNode):
+    """The second broker: a node of our own (see :class:`tests.broker_nodes.LocalNode`) with a
+    plain listener and a TLS one that asks for a client certificate."""
 
     def __init__(self, base: Path) -> None:
-        self.base = base
-        self.name = NODE2
-        self.uri = f"amqp://guest:guest@127.0.0.1:{NODE2_PORT}/%2F"
         self.tls = base / "tls"
-        home = base / "home"
-        home.mkdir(parents=True, exist_ok=True)
-        cookie = home / ".erlang.cookie"
-        cookie.write_text("RTROUTESHOVELTESTCOOKIE")
-        cookie.chmod(0o400)
-        (base / "enabled_plugins").write_text("[].\n")
         _make_certificates(self.tls)
-        (base / "rabbitmq.conf").write_text(
-            f"listeners.tcp.default = 127.0.0.1:{NODE2_PORT}\n"
+        super().__init__(base, NODE2, NODE2_PORT, 25682, config=(
             f"listeners.ssl.default = 127.0.0.1:{NODE2_TLS_PORT}\n"
             f"ssl_options.cacertfile = {self.tls / 'ca.pem'}\n"
             f"ssl_options.certfile = {self.tls / 'server.pem'}\n"
             f"ssl_options.keyfile = {self.tls / 'server.key'}\n"
             "ssl_options.verify = verify_peer\n"
-            "ssl_options.fail_if_no_peer_cert = true\n"
-            "log.console = false\n"
-        )
-        self.env = dict(
-            os.environ,
-            HOME=str(home),
-            RABBITMQ_NODENAME=NODE2,
-            RABBITMQ_NODE_PORT=str(NODE2_PORT),
-            RABBITMQ_DIST_PORT="25682",
-            RABBITMQ_MNESIA_BASE=str(base / "mnesia"),
-            RABBITMQ_LOG_BASE=str(base / "log"),
-            RABBITMQ_ENABLED_PLUGINS_FILE=str(base / "enabled_plugins"),
-            RABBITMQ_CONFIG_FILE=str(base / "rabbitmq.conf"),
-            RABBITMQ_PID_FILE=str(base / "node.pid"),
-        )
+            "ssl_options.fail_if_no_peer_cert = true\n"))
 
     def tls_uri(self, ca: str = "ca.pem", verify: str = "verify_peer") -> str:
         """An amqps URI with the client certificate, checking the server against ``ca``."""
@@ -80,30 +51,6 @@ class Node:
                 f"cacertfile={self.tls / ca}&certfile={self.tls / 'client.pem'}"
                 f"&keyfile={self.tls / 'client.key'}&verify={verify}"
                 "&fail_if_no_peer_cert=true&server_name_indication=localhost")
-
-    def ctl(self, *args: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
-        return subprocess.run([str(RABBIT_BIN / "rabbitmqctl"), "-n", self.name, *args],
-                              env=self.env, capture_output=True, text=True, timeout=timeout,
-                              check=check)
-
-    def start(self) -> None:
-        subprocess.run([str(RABBIT_BIN / "rabbitmq-server"), "-detached"], env=self.env,
-                       check=True, capture_output=True, timeout=30)
-        deadline = time.monotonic() + 60
-        while True:
-            # await_startup fails at once while the node has not registered yet: retry it
-            done = self.ctl("await_startup", "--timeout", "5", check=False, timeout=30)
-            if done.returncode == 0:
-                return
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{self.name} did not start: {done.stderr[-2000:]}")
-            time.sleep(0.3)
-
-    def stop(self) -> None:
-        self.ctl("stop", check=False, timeout=60)
-
-    def running(self) -> bool:
-        return self.ctl("status", check=False, timeout=30).returncode == 0
 
 
 def _make_certificates(out: Path) -> None:
@@ -128,7 +75,7 @@ def _make_certificates(out: Path) -> None:
 @pytest.fixture(scope="session")
 def node2(broker_uri: str) -> Iterator[Node]:
     """A second broker on 127.0.0.1:5682 (TLS on 5683), for the whole session."""
-    if not (RABBIT_BIN / "rabbitmq-server").exists() or shutil.which("openssl") is None:
+    if not rabbitmq_installed() or shutil.which("openssl") is None:
         pytest.skip("rabbitmq-server or openssl not installed")
     base = Path(tempfile.mkdtemp(prefix="rtroute-node2-"))
     node = Node(base)
