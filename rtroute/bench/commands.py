@@ -23,6 +23,16 @@ plugin_option = click.option(
     help="A broker with the x-rtopic plugin: adds its column (same shapes).")
 uri_option = click.option("--uri", default=DEFAULT_URI, show_default=True, envvar="RTROUTE_URI",
                           show_envvar=True)
+# the options of the shape benchmarks (publish, proxy)
+shape_repeat_option = click.option(
+    "--repeat", default=3, show_default=True, type=click.IntRange(1, 50),
+    help="Runs per shape (the paths alternate); the table shows medians.")
+scale_option = click.option(
+    "--scale", default=1.0, show_default=True, type=click.FloatRange(0.001, 100),
+    help="Multiply the message counts (0.1 for a quick look).")
+shape_bindings_option = click.option(
+    "--bindings", default=10_000, show_default=True, type=click.IntRange(100),
+    help="Bindings per shape (the matched ones included).")
 
 
 def _save(json_path: str | None, benchmark: str, parameters: dict[str, Any], rows: list[dict],
@@ -161,13 +171,10 @@ def bench_confirms(uri: str, persistent: bool, json_path: str | None) -> None:
 @uri_option
 @management_option
 @plugin_option
-@click.option("--repeat", default=3, show_default=True, type=click.IntRange(1, 50),
-              help="Runs per shape (the paths alternate); the table shows medians.")
+@shape_repeat_option
 @click.option("--no-sidecar", is_flag=True, help="Leave the sidecar column out.")
-@click.option("--scale", default=1.0, show_default=True, type=click.FloatRange(0.001, 100),
-              help="Multiply the message counts (0.1 for a quick look).")
-@click.option("--bindings", default=10_000, show_default=True, type=click.IntRange(100),
-              help="Bindings per shape (the matched ones included).")
+@scale_option
+@shape_bindings_option
 @click.option("--bindings-type", default="topic", show_default=True,
               type=click.Choice(["topic", "direct"]),
               help="Type of NAME.bindings (direct: RabbitMQ 4 indexes direct routing; needs "
@@ -202,12 +209,9 @@ def bench_publish(uri: str, management_uri: str | None, plugin_uri: str | None, 
 @uri_option
 @management_option
 @plugin_option
-@click.option("--repeat", default=3, show_default=True, type=click.IntRange(1, 50),
-              help="Runs per shape (the paths alternate); the table shows medians.")
-@click.option("--scale", default=1.0, show_default=True, type=click.FloatRange(0.001, 100),
-              help="Multiply the message counts (0.1 for a quick look).")
-@click.option("--bindings", default=10_000, show_default=True, type=click.IntRange(100),
-              help="Bindings per shape (the matched ones included).")
+@shape_repeat_option
+@scale_option
+@shape_bindings_option
 @json_option
 def bench_proxy(uri: str, management_uri: str | None, plugin_uri: str | None, repeat: int,
                 scale: float, bindings: int, json_path: str | None) -> None:
