@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import uuid
@@ -13,13 +12,9 @@ from pathlib import Path
 import pika
 import pytest
 
+from rtroute.netaddr import free_port
+
 from ..conftest import BROKER_URI, MANAGEMENT_URI, wait_for
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def proxy_uri(port: int, scheme: str = "amqp", query: str = "") -> str:

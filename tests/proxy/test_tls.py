@@ -9,7 +9,9 @@ from pathlib import Path
 import pika
 import pytest
 
-from .conftest import free_port, proxy_uri
+from rtroute.netaddr import free_port
+
+from .conftest import proxy_uri
 
 pytestmark = pytest.mark.broker
 cryptography = pytest.importorskip("cryptography")
