@@ -11,7 +11,10 @@ import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from rtroute.amqp import ManagementClient
@@ -171,3 +174,21 @@ class LocalCluster:
         for node in self.nodes:
             node.stop()
         shutil.rmtree(self.base, ignore_errors=True)
+
+
+@contextmanager
+def node_in_tempdir(make: Callable[[Path], LocalNode], prefix: str,
+                    stop_leftover: bool = False) -> Iterator[LocalNode]:
+    """``make(base)``'s node, started in a new temporary directory ``base``; stopped and its
+    directory removed at the end. ``stop_leftover``: stop a node of the same name first (one
+    with a fixed name may be left by an interrupted run)."""
+    base = Path(tempfile.mkdtemp(prefix=prefix))
+    node = make(base)
+    if stop_leftover:
+        node.stop()
+    node.start()
+    try:
+        yield node
+    finally:
+        node.stop()
+        shutil.rmtree(base, ignore_errors=True)

@@ -1,8 +1,10 @@
 """Timing helpers shared by the broker benchmarks."""
 from __future__ import annotations
 
+import json
 import os
 import time
+import urllib.request
 
 
 def wait_for_depth(channel, queues: list[str], total: int, timeout: float) -> float:
@@ -67,3 +69,13 @@ class CpuMeter:
             now, then = process_cpu_seconds(pid), self._start.get(name)
             used[name] = None if now is None or then is None else now - then
         return used
+
+
+def sidecar_status(port: int) -> dict:
+    """The ``/status`` of an `rtroute run` process listening on ``127.0.0.1:PORT``.
+
+    Raises:
+        OSError: it does not answer (yet).
+    """
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=2) as r:
+        return json.load(r)

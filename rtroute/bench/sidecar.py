@@ -9,19 +9,17 @@ sidecar share the cores, and single runs vary by 10-20%).
 """
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import subprocess
 import sys
 import time
-import urllib.request
 import uuid
 from dataclasses import dataclass
 from typing import Callable
 
 from rtroute.amqp import connect_blocking, parse_uri, publish
-from rtroute.bench.measure import CpuMeter, find_process, wait_for_depth
+from rtroute.bench.measure import CpuMeter, find_process, sidecar_status, wait_for_depth
 from rtroute.netaddr import free_port, is_loopback
 from rtroute.sidecar.delivery import bindings_exchange_type
 
@@ -69,11 +67,6 @@ def _timed_publish(uri: str, exchange: str, key: str, scenario: Scenario, channe
     return scenario.messages / (end - start), cpu
 
 
-def _sidecar_status(port: int) -> dict:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=2) as r:
-        return json.load(r)
-
-
 def run_scenario(uri: str, scenario: Scenario, echo: Callable[[str], None],
                  prefetch: int = 1000, repeat: int = 3,
                  management_uri: str | None = None) -> dict:
@@ -113,7 +106,7 @@ def run_scenario(uri: str, scenario: Scenario, echo: Callable[[str], None],
         deadline = time.monotonic() + 120
         while True:
             try:
-                ex = _sidecar_status(port)["exchanges"][0]
+                ex = sidecar_status(port)["exchanges"][0]
                 if ex["state"] == "running" and ex["bindings_known"] == bindings:
                     break
             except (OSError, KeyError, IndexError):

@@ -2,7 +2,7 @@
 import pytest
 
 from rtroute import DirectExchange, FanoutExchange, RTopicExchange, TopicExchange
-from rtroute.demo import PLUGIN_QUEUES
+from rtroute.demo import PLUGIN_QUEUES, PLUGIN_README_TABLE
 from rtroute.routing import PreconditionFailed, make_exchange
 
 PLUGIN = PLUGIN_QUEUES  # the rtopic plugin README's queues A-F and their keys
@@ -16,18 +16,7 @@ def plugin_exchange():
     return ex
 
 
-@pytest.mark.parametrize(
-    "key,expected",
-    [
-        ("server1.app1.mod1.info", "A"),
-        ("*.app1.mod1.info", "AF"),
-        ("#.info", "ACEF"),
-        ("#.mod1.info", "ACF"),
-        ("#", "ABCDEF"),
-        ("server1.app1.mod1.*", "AB"),
-        ("server1.app1.#", "ABE"),
-    ],
-)
+@pytest.mark.parametrize("key,expected", PLUGIN_README_TABLE)
 def test_plugin_readme_scenario(plugin_exchange, key, expected):
     assert plugin_exchange.route(key).destinations == frozenset(expected)
 

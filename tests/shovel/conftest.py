@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +18,7 @@ from rtroute.shovel.config import ShovelConfig
 from rtroute.shovel.status import ShovelState
 from rtroute.shovel.worker import ShovelWorker
 
-from ..broker_nodes import LocalNode, rabbitmq_installed
+from ..broker_nodes import LocalNode, node_in_tempdir, rabbitmq_installed
 from ..conftest import BROKER_URI, wait_for
 
 NODE2 = "rtroute-test-2@localhost"
@@ -77,15 +76,8 @@ def node2(broker_uri: str) -> Iterator[Node]:
     """A second broker on 127.0.0.1:5682 (TLS on 5683), for the whole session."""
     if not rabbitmq_installed() or shutil.which("openssl") is None:
         pytest.skip("rabbitmq-server or openssl not installed")
-    base = Path(tempfile.mkdtemp(prefix="rtroute-node2-"))
-    node = Node(base)
-    node.stop()  # a node left over by an interrupted run
-    node.start()
-    try:
+    with node_in_tempdir(Node, "rtroute-node2-", stop_leftover=True) as node:
         yield node
-    finally:
-        node.stop()
-        shutil.rmtree(base, ignore_errors=True)
 
 
 # -------------------------------------------------------------------------------- vhosts

@@ -3,23 +3,20 @@ imports from the plugin's configs, src-delete-after, several shovels in one proc
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 import urllib.request
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-from rtroute.netaddr import free_port
 from rtroute.ops_http import OpsServer
 from rtroute.shovel.commands import shovel as shovel_group
 from rtroute.shovel.runner import ShovelRunner
 from rtroute.shovel.status import ShovelState, uri_without_credentials
 
 from ..conftest import BROKER_URI, broker_uri_for, wait_for
+from ..processes import RtrouteProcess
 from .conftest import (
     bodies,
     declare_queue,
@@ -34,25 +31,12 @@ from .conftest import (
 LOCAL = BROKER_URI
 
 
-class ShovelProcess:
+class ShovelProcess(RtrouteProcess):
     """`python -m rtroute.shovel.commands run ...` with its /status endpoint."""
 
     def __init__(self, args: list[str], log: Path) -> None:
-        self.port = free_port()
-        self.log = log
-        with open(log, "ab") as out:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "rtroute.shovel.commands", "run", *args,
-                 "--http", f"127.0.0.1:{self.port}", "--log-level", "WARNING"],
-                stdout=out, stderr=subprocess.STDOUT, env=dict(os.environ, PYTHONUNBUFFERED="1"))
-
-    def status(self) -> dict | None:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/status",
-                                        timeout=2) as response:
-                return json.loads(response.read())
-        except OSError:
-            return None
+        super().__init__("rtroute.shovel.commands", ["run", *args, "--log-level", "WARNING"],
+                         log)
 
     def wait_running(self, timeout: float = 20) -> None:
         def running() -> bool:
@@ -61,10 +45,6 @@ class ShovelProcess:
                         and all(s["state"] == "running" for s in status["shovels"]))
 
         wait_for(running, timeout)
-
-    def kill(self) -> None:
-        self.proc.kill()
-        self.proc.wait(10)
 
     def terminate(self, timeout: float = 20) -> int:
         self.proc.send_signal(signal.SIGTERM)

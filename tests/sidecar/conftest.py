@@ -1,13 +1,7 @@
 """The sidecar under test runs as a real `rtroute run` process, so that it can be killed -9."""
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
-import sys
 import time
-import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
@@ -16,9 +10,9 @@ import pika
 import pytest
 
 from rtroute.amqp.uri import management_url
-from rtroute.netaddr import free_port
 
 from ..conftest import BROKER_URI, MANAGEMENT_URI, wait_for
+from ..processes import RtrouteProcess
 
 
 def broker_args(args: list[str]) -> list[str]:
@@ -38,26 +32,13 @@ def broker_toml() -> str:
     return f'[broker]\nuri = "{BROKER_URI}"\nmanagement_uri = "{MANAGEMENT_URI}"\n'
 
 
-class SidecarProcess:
+class SidecarProcess(RtrouteProcess):
     """One `rtroute run` process serving some exchanges, with its /status endpoint."""
 
     def __init__(self, args: list[str], log: Path) -> None:
-        self.port = free_port()
         self.name = f"rtroute-test-sidecar-{uuid.uuid4().hex[:8]}"
-        self.log_path = log
-        self._log = open(log, "ab")  # noqa: SIM115 - the child writes to it until it exits
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "rtroute.cli", "run", *args, *broker_args(args),
-             "--http", f"127.0.0.1:{self.port}", "--name", self.name],
-            stdout=self._log, stderr=subprocess.STDOUT, env=env)
-
-    def status(self) -> dict | None:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/status", timeout=2) as r:
-                return json.load(r)
-        except OSError:
-            return None
+        super().__init__("rtroute.cli", ["run", *args, *broker_args(args), "--name", self.name],
+                         log)
 
     def exchange(self, name: str) -> dict:
         st = self.status() or {}
@@ -74,24 +55,6 @@ class SidecarProcess:
 
         return wait_for(ready, timeout)
 
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")[-4000:]
-
-    def kill9(self) -> None:
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
-
-    def terminate(self, timeout: float = 20) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                return self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-                pytest.fail(f"sidecar ignored SIGTERM for {timeout} s:\n{self.log()}")
-        return self.proc.returncode
-
 
 @pytest.fixture
 def sidecars(tmp_path, broker_uri):
@@ -105,9 +68,7 @@ def sidecars(tmp_path, broker_uri):
 
     yield start
     for sc in started:
-        if sc.proc.poll() is None:
-            sc.proc.kill()
-            sc.proc.wait(5)
+        sc.stop()
 
 
 @pytest.fixture
@@ -135,9 +96,9 @@ def managed(channel):
     conn = pika.BlockingConnection(pika.URLParameters(BROKER_URI))
     ch = conn.channel()
     for name in names:
-        for obj in (f"rtroute.ingress.{name}",):
+        for obj in (f"rtroute.ingress.{name}", *(f"rtroute.shard.{name}.{i}" for i in range(8))):
             ch.queue_delete(obj)
-        for ex in (name, f"{name}.bindings"):
+        for ex in (name, f"{name}.bindings", f"{name}.shards"):
             ch.exchange_delete(ex)
     for q in queues:
         ch.queue_delete(q)

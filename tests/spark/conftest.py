@@ -9,18 +9,13 @@ import uuid
 
 import pytest
 
+from rtroute.demo import PLUGIN_QUEUES
+
 if os.environ.get("RTROUTE_REQUIRE_SPARK") != "1":  # the test command sets it: fail, not skip
     pytest.importorskip("pyspark", reason="pip install 'rtroute[spark]'")
     pytest.importorskip("pyarrow", reason="pip install 'rtroute[spark]'")
 
-PLUGIN = {
-    "A": "server1.app1.mod1.info",
-    "B": "server1.app1.mod1.error",
-    "C": "server1.app2.mod1.info",
-    "D": "server2.app2.mod1.warning",
-    "E": "server1.app1.mod2.info",
-    "F": "server2.app1.mod1.info",
-}
+PLUGIN = PLUGIN_QUEUES  # the plugin README's queues A-F and their binding keys
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,76 @@
+"""One way to run an rtroute command as a real process under test (so that it can be killed
+with ``kill -9``): its output in a log file, its ``/status`` endpoint on a free port, a
+graceful stop that fails the test when SIGTERM is ignored. The sidecar, shovel and proxy
+fixtures build on :class:`RtrouteProcess`."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+from typing import IO
+
+import pytest
+
+from rtroute.netaddr import free_port
+
+
+class RtrouteProcess:
+    """``python -m MODULE ARGS`` (e.g. ``rtroute.cli run ...``), output appended to ``log``.
+
+    Args:
+        module: the module run with ``-m``.
+        args: its arguments.
+        log: the log file.
+        http: give it ``--http 127.0.0.1:PORT`` (a free port, :attr:`port`).
+    """
+
+    def __init__(self, module: str, args: list[str], log: Path, http: bool = True,
+                 port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.log_path = log
+        self._log: IO[bytes] = open(log, "ab")  # noqa: SIM115 - the child writes until it exits
+        extra = ["--http", f"127.0.0.1:{self.port}"] if http else []
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", module, *args, *extra], stdout=self._log,
+            stderr=subprocess.STDOUT, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+
+    def status(self) -> dict | None:
+        """Its ``/status``, or None while it does not answer."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/status", timeout=2) as r:
+                return json.load(r)
+        except OSError:
+            return None
+
+    def log(self) -> str:
+        """The end of its log."""
+        return self.log_path.read_text(errors="replace")[-4000:]
+
+    def kill9(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    kill = kill9
+
+    def terminate(self, timeout: float = 20) -> int:
+        """SIGTERM, and its exit status; fails the test if it does not exit in ``timeout``."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                return self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+                pytest.fail(f"{self.proc.args[2]} ignored SIGTERM for {timeout} s:\n{self.log()}")
+        return self.proc.returncode
+
+    def stop(self) -> None:
+        """At teardown: gone, whatever its state (SIGKILL if it still runs)."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(5)
+        self._log.close()
