@@ -131,6 +131,11 @@ class VhostCatalog:
             exchange.ready.set()  # whoever waits for it goes on: it is no rtopic now
             self._connection.add_callback_threadsafe(lambda: self._unwatch(name))
 
+    def discard_unused(self, exchange: str) -> None:
+        """Deletes ``exchange`` if nothing is bound to it (the ``NAME.bindings`` of a refused
+        x-rtopic declaration), on the proxy's own connection; a refusal is ignored."""
+        self._connection.add_callback_threadsafe(lambda: self._discard(exchange))
+
     def bind(self, name: bytes, destination: tuple[str, str], key: str, added: bool) -> None:
         """A binding of ``NAME.bindings`` made or removed through this proxy: learnt at once
         (the watcher's own report of it later changes nothing)."""
@@ -189,6 +194,17 @@ class VhostCatalog:
         connection = self._pika_connection
         if connection is not None and connection.is_open:
             watcher.start(connection)
+
+    def _discard(self, exchange: str) -> None:
+        connection = self._pika_connection
+        if connection is None or not connection.is_open:
+            return
+
+        def opened(channel: Any) -> None:
+            channel.exchange_delete(exchange, if_unused=True,
+                                    callback=lambda _frame: channel.close())
+
+        connection.channel(on_open_callback=opened)
 
     def _unwatch(self, name: str) -> None:
         watcher = self._watchers.pop(name, None)

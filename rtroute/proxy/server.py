@@ -7,6 +7,11 @@ pumps the bytes both ways. Flow control: when one side's writes back up, the oth
 longer read (TCP pushes back to the sender), so a slow consumer or a blocked broker slows the
 client, as it would without the proxy.
 
+A broker the proxy cannot reach (refused, no answer within the URI's ``connection_timeout``
+or 10 s, a certificate that does not verify) refuses the client as RabbitMQ refuses a
+connection during its handshake: ``connection.close`` 541 with the reason, which the proxy logs
+too.
+
 Nothing a client was told is kept only here: a confirm, a ``declare-ok`` or a ``bind-ok`` is
 the broker's own answer, passed on after the broker gave it. A proxy that dies closes its
 clients' connections; their publishes in flight were not confirmed, and they reconnect (to this
@@ -30,6 +35,7 @@ __all__ = ["ProxyServer", "ProxySettings", "run"]
 
 LOG = logging.getLogger(__name__)
 HIGH_WATER = 4 * 1024 * 1024
+CONNECT_TIMEOUT = 10.0  # seconds for the broker's TCP (and TLS) handshake, unless the URI says
 
 
 @dataclass
@@ -104,15 +110,22 @@ class _ClientProtocol(asyncio.Protocol):
     async def _connect_broker(self, client: asyncio.BaseTransport) -> None:
         server = self._server
         upstream = server.upstream
+        hostname = None
+        if upstream.tls is not None:  # "" turns SNI off (None would send the host)
+            hostname = upstream.tls.server_hostname(upstream.host) or ""
+        timeout = upstream.connection_timeout or CONNECT_TIMEOUT
         try:
-            _, protocol = await server.loop.create_connection(
+            _, protocol = await asyncio.wait_for(server.loop.create_connection(
                 lambda: _BrokerProtocol(self.session, client), upstream.host, upstream.port,
-                ssl=server.upstream_ssl,
-                server_hostname=upstream.tls.server_hostname(upstream.host)
-                if upstream.tls is not None else None)
-        except (OSError, ssl.SSLError) as exc:
-            LOG.warning("cannot reach the broker %s for a client: %s", upstream.masked(), exc)
-            client.close()  # the client sees a lost connection and tries again, as with a broker
+                ssl=server.upstream_ssl, server_hostname=hostname), timeout)
+        except (OSError, ssl.SSLError, asyncio.TimeoutError) as exc:
+            reason = str(exc) if not isinstance(exc, asyncio.TimeoutError) else \
+                f"no answer in {timeout:g} s"
+            LOG.warning("cannot reach the broker %s for a client: %s", upstream.masked(), reason)
+            # the client is refused with the reason (as RabbitMQ refuses a connection) and tries
+            # again, as with a broker
+            if self.session is not None and not client.is_closing():
+                self.session.refuse(f"cannot reach the broker: {reason}")
             return
         self._broker = protocol  # type: ignore[assignment]
         if self.session is not None and not client.is_closing():

@@ -10,7 +10,10 @@ Client to broker, everything passes byte for byte except:
   the registration ``rtroute.rtopic`` -> ``NAME.bindings`` (see :mod:`rtroute.proxy.catalog`).
   The broker's answers are swallowed but the last, which the client gets as its ``declare-ok``.
   A passive declaration checks ``NAME.bindings`` and registers it. ``exchange.delete`` deletes
-  both exchanges.
+  both exchanges. An exchange in the way is refused as RabbitMQ refuses an inequivalent
+  declaration (406): ``NAME`` of another type than fanout as with the plugin (``received
+  'x-rtopic'``), a ``NAME.bindings`` of another type than the proxy's by name, with what it is
+  for; a ``NAME.bindings`` declared just before ``NAME`` was refused is deleted again if unused.
 - ``queue.bind``/``unbind`` and ``exchange.bind``/``unbind`` from an x-rtopic ``NAME``: from
   ``NAME.bindings``; the binding table learns the change when the broker confirms it.
 - ``basic.publish`` to an x-rtopic ``NAME``: held until its content header arrives, routed with
@@ -50,21 +53,26 @@ _REPLIES = {wire.EXCHANGE_BIND: wire.EXCHANGE_BIND_OK, wire.EXCHANGE_UNBIND: wir
             wire.QUEUE_BIND: wire.QUEUE_BIND_OK, wire.QUEUE_UNBIND: wire.QUEUE_UNBIND_OK}
 _EMPTY_TABLE = b"\x00\x00\x00\x00"
 _NO_WAIT = 16  # exchange.declare's no-wait bit
+REFUSAL_TIMEOUT = 10.0
 
 
 class _Expected:
     """An answer a channel waits for: ``answer`` None swallows it, else the client gets
-    ``answer`` (``b""``: the broker's frame as is) and ``then()`` runs."""
+    ``answer`` (``b""``: the broker's frame as is) and ``then()`` runs. If the broker closes
+    the channel instead, ``refused(close frame)`` is what the client gets (default: the close
+    with ``'NAME.bindings'`` named ``'NAME'``)."""
 
-    __slots__ = ("answer", "method", "names", "then")
+    __slots__ = ("answer", "method", "names", "refused", "then")
 
     def __init__(self, method: int, answer: bytes | None = None,
                  then: Callable[[], Any] | None = None,
-                 names: tuple[bytes, bytes] | None = None) -> None:
+                 names: tuple[bytes, bytes] | None = None,
+                 refused: Callable[[bytes], bytes] | None = None) -> None:
         self.method = method
         self.answer = answer
         self.then = then
         self.names = names  # (NAME, NAME.bindings): a refusal's text names NAME
+        self.refused = refused
 
 
 class Session:
@@ -95,6 +103,7 @@ class Session:
         self._publishing: dict[int, tuple[RTopic, wire.Publish]] = {}
         self._closing: dict[int, list[bool]] = {}  # channel -> [client ok, broker ok]
         self._closed_by_broker: dict[int, asyncio.Event] = {}
+        self._refusal: str | None = None  # why the broker cannot be reached (see refuse())
 
     # -- transports ------------------------------------------------------------------------------
 
@@ -110,9 +119,47 @@ class Session:
         if self._broker is not None:
             self._broker.close()
 
+    def refuse(self, reason: str) -> None:
+        """The broker cannot be reached: the client is told so as RabbitMQ refuses a connection
+        during its handshake (``connection.start``, then ``connection.close`` 541 with
+        ``reason`` once the client answered), and its connection is closed; a client that does
+        not answer is dropped after :data:`REFUSAL_TIMEOUT` seconds."""
+        self._refusal = f"INTERNAL_ERROR - rtroute proxy: {reason}"
+        asyncio.get_running_loop().call_later(REFUSAL_TIMEOUT, self.close)
+        self._pump_refusal()
+
+    def _pump_refusal(self) -> None:
+        buf = self._from_client
+        if self._closed:
+            return
+        if not self._protocol_header:
+            if len(buf) < 8:
+                return
+            header = bytes(buf[:8])
+            del buf[:8]
+            self._protocol_header = True
+            if header != wire.PROTOCOL_HEADER:  # as RabbitMQ: the version it speaks, and bye
+                self._client.write(wire.PROTOCOL_HEADER)
+                self.close()
+                return
+            self._client.write(wire.connection_start(b"rtroute proxy"))
+        while len(buf) >= 7:
+            frame_end = _U32(buf, 3)[0] + 8
+            if frame_end > len(buf):
+                return
+            method = _U32(buf, 7)[0] if buf[0] == wire.FRAME_METHOD else None
+            del buf[:frame_end]
+            if method == wire.CONNECTION_START_OK:
+                self._client.write(wire.connection_close(541, self._refusal or ""))
+            elif method in (wire.CONNECTION_CLOSE_OK, wire.CONNECTION_CLOSE):
+                self.close()
+                return
+
     def client_data(self, data: bytes) -> None:
         self._from_client += data
-        if self._broker is not None:
+        if self._refusal is not None:
+            self._pump_refusal()
+        elif self._broker is not None:
             self._pump_client()
 
     def broker_data(self, data: bytes) -> None:
@@ -263,9 +310,18 @@ class Session:
             if not known:  # direct on RabbitMQ 4, topic on 3.x, as the sidecar declares it
                 out.append(wire.declare(channel, bindings, catalog.bindings_type.encode(),
                                         bits, declare.arguments))
-                self._expect(channel, _Expected(wire.EXCHANGE_DECLARE_OK, names=names))
+                self._expect(channel, _Expected(
+                    wire.EXCHANGE_DECLARE_OK, names=names,
+                    refused=lambda close: _bindings_refused(channel, close, names)))
+
+            def name_refused(close: bytes) -> bytes:
+                if not known:  # NAME.bindings was declared just now: not left behind unused
+                    catalog.discard_unused(bindings.decode("utf-8", "replace"))
+                return _name_refused(channel, close, name)
+
             out.append(wire.declare(channel, name, b"fanout", bits & ~1))
-            self._expect(channel, _Expected(wire.EXCHANGE_DECLARE_OK, names=names))
+            self._expect(channel, _Expected(wire.EXCHANGE_DECLARE_OK, names=names,
+                                            refused=name_refused))
         out.append(wire.bind(channel, bindings, REGISTRY_EXCHANGE.encode(), name))
         self._expect(channel, _Expected(wire.EXCHANGE_BIND_OK, answer,
                                         lambda: catalog.learn(text), names))
@@ -466,9 +522,12 @@ class Session:
             return  # anything else on a channel being closed is void
         queue = self._expected.get(channel)
         if method == wire.CHANNEL_CLOSE:
+            refused = queue[0].refused if queue else None
             names = next((e.names for e in queue or () if e.names), None)
             self._reset(channel)
-            if names is not None:  # a refused injected method names NAME, as the plugin
+            if refused is not None:
+                frame = refused(frame)
+            elif names is not None:  # a refused injected method names NAME, as the plugin
                 frame = _renamed_in_close(channel, frame, names)
             out.append(frame)
             return
@@ -486,8 +545,40 @@ class Session:
 
 def _renamed_in_close(channel: int, frame: bytes, names: tuple[bytes, bytes]) -> bytes:
     """A ``channel.close`` whose text names ``'NAME.bindings'`` naming ``'NAME'``."""
+    return _close_text(channel, frame, lambda text: text.replace(
+        b"'" + names[1] + b"'", b"'" + names[0] + b"'"))
+
+
+def _close_text(channel: int, frame: bytes, edit: Callable[[bytes], bytes]) -> bytes:
+    """The ``channel.close`` ``frame`` with its text edited (cut to 255 bytes)."""
     payload = frame[7:-1]
     text, after = wire.short(payload, 6)
-    text = text.replace(b"'" + names[1] + b"'", b"'" + names[0] + b"'")
-    return wire.method_frame(channel, wire.CHANNEL_CLOSE, payload[4:6] + wire.shortstr(text[:255])
-                             + payload[after:])
+    return wire.method_frame(channel, wire.CHANNEL_CLOSE, payload[4:6] +
+                             wire.shortstr(edit(text)[:255]) + payload[after:])
+
+
+def _inequivalent_type(frame: bytes, exchange: bytes) -> bool:
+    """Whether the ``channel.close`` ``frame`` refuses a declaration of ``exchange`` because
+    the exchange exists with another type."""
+    text = wire.short(frame[7:-1], 6)[0]
+    return text.startswith(b"PRECONDITION_FAILED - inequivalent arg 'type' for exchange '" +
+                           exchange + b"' in vhost ")
+
+
+def _bindings_refused(channel: int, frame: bytes, names: tuple[bytes, bytes]) -> bytes:
+    """The broker refused to declare ``NAME.bindings``. Another type than the proxy's: the
+    broker's text as is (it names ``NAME.bindings`` and both types) and what that exchange is
+    for; any other refusal (flags, arguments, permissions) is about the client's ``NAME``."""
+    if not _inequivalent_type(frame, names[1]):
+        return _renamed_in_close(channel, frame, names)
+    return _close_text(channel, frame, lambda text: text + b" (the binding table of x-rtopic "
+                       b"exchange '" + names[0] + b"': delete it or use another name)")
+
+
+def _name_refused(channel: int, frame: bytes, name: bytes) -> bytes:
+    """The broker refused to declare ``NAME`` as fanout: it exists with another type. The
+    client is told as RabbitMQ tells it with the plugin: it declared ``x-rtopic``."""
+    if not _inequivalent_type(frame, name):
+        return frame
+    return _close_text(channel, frame, lambda text: text.replace(
+        b": received 'fanout' but current is ", b": received 'x-rtopic' but current is ", 1))

@@ -17,6 +17,8 @@ __all__ = [
     "Publish",
     "bind",
     "channel_close",
+    "connection_close",
+    "connection_start",
     "declare",
     "delete",
     "method_frame",
@@ -40,8 +42,13 @@ def _mid(class_id: int, method_id: int) -> int:
     return class_id << 16 | method_id
 
 
+PROTOCOL_HEADER = b"AMQP\x00\x00\x09\x01"
+CONNECTION_START = _mid(10, 10)
+CONNECTION_START_OK = _mid(10, 11)
 CONNECTION_TUNE_OK = _mid(10, 31)
 CONNECTION_OPEN = _mid(10, 40)
+CONNECTION_CLOSE = _mid(10, 50)
+CONNECTION_CLOSE_OK = _mid(10, 51)
 CHANNEL_OPEN = _mid(20, 10)
 CHANNEL_CLOSE = _mid(20, 40)
 CHANNEL_CLOSE_OK = _mid(20, 41)
@@ -207,6 +214,20 @@ def channel_close(channel: int, code: int, text: str, failing_method: int) -> by
     """``channel.close`` naming the method that failed."""
     return method_frame(channel, CHANNEL_CLOSE, U16.pack(code) +
                         shortstr(text.encode("utf-8")[:255]) + U32.pack(failing_method))
+
+
+def connection_start(product: bytes) -> bytes:
+    """``connection.start`` (AMQP 0-9, PLAIN and AMQPLAIN, en_US) of a server whose
+    ``product`` property is given."""
+    entry = shortstr(b"product") + b"S" + U32.pack(len(product)) + product
+    return method_frame(0, CONNECTION_START, b"\x00\x09" + U32.pack(len(entry)) + entry +
+                        U32.pack(14) + b"PLAIN AMQPLAIN" + U32.pack(5) + b"en_US")
+
+
+def connection_close(code: int, text: str) -> bytes:
+    """``connection.close`` with no failing method (as during the handshake)."""
+    return method_frame(0, CONNECTION_CLOSE, U16.pack(code) +
+                        shortstr(text.encode("utf-8")[:255]) + b"\x00\x00\x00\x00")
 
 
 def exchange_position(method: int, payload: bytes) -> int:

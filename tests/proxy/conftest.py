@@ -1,10 +1,7 @@
 """The proxy under test runs as a real `rtroute proxy` process, so that it can be killed -9."""
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +12,7 @@ import pytest
 from rtroute.netaddr import free_port
 
 from ..conftest import BROKER_URI, MANAGEMENT_URI, wait_for
+from ..processes import RtrouteProcess
 
 
 def proxy_uri(port: int, scheme: str = "amqp", query: str = "") -> str:
@@ -25,18 +23,30 @@ def proxy_uri(port: int, scheme: str = "amqp", query: str = "") -> str:
     return f"{scheme}://{user}:{password}@127.0.0.1:{port}/{vhost}{query}"
 
 
-class ProxyProcess:
-    """One `rtroute proxy` process."""
+def assert_round_trip(ch, exchange: str, body: bytes) -> None:
+    """On channel ``ch`` through a proxy: ``exchange`` declared x-rtopic, a queue bound with
+    ``a.b``, a confirmed publish to ``a.*`` that reaches it, delivered from ``exchange``."""
+    ch.confirm_delivery()
+    ch.exchange_declare(exchange, "x-rtopic")
+    queue = ch.queue_declare("", exclusive=True).method.queue
+    ch.queue_bind(queue, exchange, "a.b")
+    ch.basic_publish(exchange, "a.*", body)
+    method, _props, got = ch.basic_get(queue, auto_ack=True)
+    assert (method.exchange, got) == (exchange, body)
 
-    def __init__(self, log: Path, *args: str, port: int | None = None) -> None:
-        self.port = port or free_port()
-        self.log_path = log
-        self._log = open(log, "ab")  # noqa: SIM115 - the child writes to it until it exits
-        listen = [] if "--listen-tls" in args else ["--listen", f"127.0.0.1:{self.port}"]
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "rtroute.cli", "proxy", *listen, "--uri", BROKER_URI,
-             "--management-uri", MANAGEMENT_URI, *args],
-            stdout=self._log, stderr=subprocess.STDOUT, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+
+class ProxyProcess(RtrouteProcess):
+    """One `rtroute proxy` process, in front of the broker under test unless ``broker`` and
+    ``management`` name another (its AMQP URI, amqps too, and its management API)."""
+
+    def __init__(self, log: Path, *args: str, port: int | None = None,
+                 broker: str = BROKER_URI, management: str | None = MANAGEMENT_URI) -> None:
+        port = port or free_port()
+        listen = [] if "--listen-tls" in args else ["--listen", f"127.0.0.1:{port}"]
+        super().__init__("rtroute.cli", [
+            "proxy", *listen, "--uri", broker,
+            *(["--management-uri", management] if management else []), *args],
+            log, http=False, port=port)
         wait_for(self.listening, timeout=30)
 
     @property
@@ -48,27 +58,25 @@ class ProxyProcess:
             raise AssertionError(f"rtroute proxy exited: {self.log_path.read_text()[-2000:]}")
         return "listening on" in self.log_path.read_text()
 
-    def kill(self) -> None:
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
-
     def stop(self) -> None:
+        """Gracefully (SIGTERM), else killed after 10 s."""
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
                 self.proc.wait(10)
             except subprocess.TimeoutExpired:
                 self.kill()
-        self._log.close()
+        super().stop()
 
 
 @pytest.fixture
 def proxies(tmp_path: Path, broker_uri: str) -> Iterator:
-    """``proxies(*args, port=None)`` starts a proxy process; all are stopped at the end."""
+    """``proxies(*args, port=None, **kwargs)`` starts a proxy process (``kwargs``: see
+    :class:`ProxyProcess`); all are stopped at the end."""
     started: list[ProxyProcess] = []
 
-    def start(*args: str, port: int | None = None) -> ProxyProcess:
-        proxy = ProxyProcess(tmp_path / f"proxy{len(started)}.log", *args, port=port)
+    def start(*args: str, port: int | None = None, **kwargs: str | None) -> ProxyProcess:
+        proxy = ProxyProcess(tmp_path / f"proxy{len(started)}.log", *args, port=port, **kwargs)
         started.append(proxy)
         return proxy
 

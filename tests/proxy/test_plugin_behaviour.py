@@ -10,18 +10,16 @@ import pika
 import pika.exceptions
 import pytest
 
+from rtroute.demo import PLUGIN_QUEUES, PLUGIN_README_TABLE
+
 from ..conftest import wait_for
 from ..node_amqplib import amqplib_script
 
 pytestmark = pytest.mark.broker
 
-BINDINGS = {"A": "server1.app1.mod1.info", "B": "server1.app1.mod1.error",
-            "C": "server1.app2.mod1.info", "D": "server2.app2.mod1.warning",
-            "E": "server1.app1.mod2.info", "F": "server2.app1.mod1.info"}
+BINDINGS = PLUGIN_QUEUES
 # the plugin README's table: publish key -> queues
-EXPECTED = {"server1.app1.mod1.info": "A", "*.app1.mod1.info": "AF", "#.info": "ACEF",
-            "#.mod1.info": "ACF", "#": "ABCDEF", "server1.app1.mod1.*": "AB",
-            "server1.app1.#": "ABE"}
+EXPECTED = dict(PLUGIN_README_TABLE)
 CC_MESSAGE = ("nothing.matches", {"CC": ["server2.app2.mod1.warning"], "BCC": ["#.error"]}, "BD")
 NODE_DIR = Path(__file__).parent / "node"
 

@@ -1,5 +1,6 @@
 """A proxy killed with -9 loses nothing it confirmed: the client reconnects (as to a broker) and
-publishes again what was not confirmed. Several proxies serve one broker (SO_REUSEPORT)."""
+publishes again what was not confirmed. Several proxies serve one broker (SO_REUSEPORT). A
+broker the proxy cannot reach is a refusal with the reason."""
 from __future__ import annotations
 
 import threading
@@ -7,6 +8,8 @@ import threading
 import pika
 import pika.exceptions
 import pytest
+
+from rtroute.netaddr import free_port
 
 from ..conftest import wait_for
 
@@ -89,3 +92,15 @@ def test_an_exchange_declared_through_one_proxy_is_routed_by_another(proxies, ex
     finally:
         one.close()
         two.close()
+
+
+def test_a_broker_the_proxy_cannot_reach_refuses_clients_with_the_reason(proxies):
+    port = free_port()  # nothing listens there
+    proxy = proxies(broker=f"amqp://guest:guest@127.0.0.1:{port}/%2F")
+    with pytest.raises(pika.exceptions.AMQPConnectionError) as raised:
+        pika.BlockingConnection(pika.URLParameters(proxy.uri + "?connection_attempts=1"))
+    assert "(541) " in str(raised.value)
+    assert "INTERNAL_ERROR - rtroute proxy: cannot reach the broker: " in str(raised.value)
+    assert f"Connect call failed ('127.0.0.1', {port})" in str(raised.value)
+    wait_for(lambda: f"cannot reach the broker amqp://guest:***@127.0.0.1:{port}/%2F for a "
+             "client: " in proxy.log_path.read_text(), timeout=10)

@@ -11,7 +11,7 @@ import pytest
 
 from rtroute.netaddr import free_port
 
-from .conftest import proxy_uri
+from .conftest import assert_round_trip, proxy_uri
 
 pytestmark = pytest.mark.broker
 cryptography = pytest.importorskip("cryptography")
@@ -78,14 +78,7 @@ def test_a_client_reaches_the_broker_over_amqps_with_a_certificate(proxies, tmp_
             "--verify-peer", port=port)
     conn = _tls_connection(port, paths, client_cert=True)
     try:
-        ch = conn.channel()
-        ch.confirm_delivery()
-        ch.exchange_declare(exchange_name, "x-rtopic")
-        queue = ch.queue_declare("", exclusive=True).method.queue
-        ch.queue_bind(queue, exchange_name, "a.b")
-        ch.basic_publish(exchange_name, "a.*", b"over tls")
-        method, _props, body = ch.basic_get(queue, auto_ack=True)
-        assert (method.exchange, body) == (exchange_name, b"over tls")
+        assert_round_trip(conn.channel(), exchange_name, b"over tls")
     finally:
         conn.close()
     with pytest.raises(pika.exceptions.AMQPConnectionError):
