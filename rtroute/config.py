@@ -78,6 +78,7 @@ DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
 DEFAULT_LISTEN = "127.0.0.1:8419"
 EXCHANGE_KINDS = ("rtopic", "topic", "direct", "fanout", "headers")
 QUEUE_TYPES = ("classic", "quorum")
+MAX_SHARDS = 256  # ingress shards of one exchange (a channel each, per replica)
 DESTINATION_TYPES = ("queue", "exchange")
 ROUTING_TYPES = ("ANYCAST", "MULTICAST", "PASS", "STRIP")
 SECTIONS = ("broker", "http", "exchange", "divert", "shovel", "proxy")  # proxy: rtroute.proxy.config
@@ -203,6 +204,10 @@ class ExchangeConfig:
             divert graph of one sidecar is checked for cycles, so only a loop made through
             broker bindings, other sidecars or other brokers can reach it; 64 leaves room for
             any realistic acyclic chain (Artemis tests 25 hops) and still stops such a loop.
+        shards: 0 (one ingress queue, one active sidecar at a time), or the number of ingress
+            queues the messages are split into by a hash of their routing key (RabbitMQ's
+            consistent hash exchange plugin): each shard has one active consumer, and the
+            replicas of the sidecar share the shards (see :mod:`rtroute.sidecar.shards`).
     """
 
     name: str
@@ -214,11 +219,27 @@ class ExchangeConfig:
     bcc_alias_header: str = "x-rtroute-bcc"
     bindings: list[BindingConfig] = field(default_factory=list)
     max_hops: int = 64
+    shards: int = 0
 
     @property
     def ingress_queue(self) -> str:
-        """Name of the ingress queue: ``rtroute.ingress.NAME``."""
+        """Name of the ingress queue: ``rtroute.ingress.NAME`` (not sharded)."""
         return f"rtroute.ingress.{self.name}"
+
+    @property
+    def shards_exchange(self) -> str:
+        """Name of the consistent hash exchange of a sharded ingress: ``NAME.shards``."""
+        return f"{self.name}.shards"
+
+    def shard_queue(self, index: int) -> str:
+        """Name of ingress shard ``index`` (0-based): ``rtroute.shard.NAME.INDEX``."""
+        return f"rtroute.shard.{self.name}.{index}"
+
+    @property
+    def ingress_queues(self) -> list[str]:
+        """Every ingress queue: the shards' in order, or the one ingress queue."""
+        return [self.shard_queue(i) for i in range(self.shards)] if self.shards \
+            else [self.ingress_queue]
 
     @property
     def bindings_exchange(self) -> str:
@@ -536,11 +557,12 @@ def _parse_exchange(reader: TableReader) -> ExchangeConfig:
                               "acts on CC and BCC")
     bindings = _parse_bindings(reader)
     max_hops = reader.integer("max_hops", default=64, minimum=1, maximum=1000)
+    shards = reader.integer("shards", default=0, minimum=0, maximum=MAX_SHARDS)
     reader.finish()
     return ExchangeConfig(name=name, kind=kind, alternate_exchange=alternate, prefetch=prefetch,
                           ingress_queue_type=queue_type,
                           ingress_delivery_limit=delivery_limit, bcc_alias_header=bcc_alias,
-                          bindings=bindings, max_hops=max_hops)
+                          bindings=bindings, max_hops=max_hops, shards=shards)
 
 
 def _parse_bindings(reader: TableReader) -> list[BindingConfig]:

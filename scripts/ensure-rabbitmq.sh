@@ -3,7 +3,7 @@
 # installs it from the OS packages if absent, starts it if stopped, enables the plugins.
 set -euo pipefail
 
-PLUGINS="rabbitmq_management rabbitmq_event_exchange rabbitmq_shovel rabbitmq_shovel_management"
+PLUGINS="rabbitmq_management rabbitmq_event_exchange rabbitmq_shovel rabbitmq_shovel_management rabbitmq_consistent_hash_exchange"
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 

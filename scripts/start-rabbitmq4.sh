@@ -5,6 +5,7 @@
 #   node rabbit4@localhost   AMQP 127.0.0.1:5673   management http://127.0.0.1:15673/
 #   Erlang distribution 127.0.0.1:25673 (registered with the host's epmd on 127.0.0.1:4369)
 #   plugins: rabbitmq_management rabbitmq_event_exchange rabbitmq_shovel rabbitmq_shovel_management
+#            rabbitmq_consistent_hash_exchange (sharded ingress)
 #
 # The host (Debian 12) packages RabbitMQ 3.10, so the node runs from Debian trixie's
 # rabbitmq-server package (4.0.x, Erlang/OTP 27) in a minbase trixie chroot at $RABBITMQ4_ROOT
@@ -31,7 +32,7 @@ ROOT=${RABBITMQ4_ROOT:-/srv/trixie}
 SUITE=trixie
 NODE=rabbit4@localhost
 PORT=5673 MGMT=15673 DIST=25673
-PLUGINS="rabbitmq_management rabbitmq_event_exchange rabbitmq_shovel rabbitmq_shovel_management"
+PLUGINS="rabbitmq_management rabbitmq_event_exchange rabbitmq_shovel rabbitmq_shovel_management rabbitmq_consistent_hash_exchange"
 WAIT_S=${RABBITMQ4_WAIT_S:-180}
 DENY_TRANSIENT=${RABBITMQ4_DENY_TRANSIENT_QUEUES:-0}
 

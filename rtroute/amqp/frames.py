@@ -193,13 +193,15 @@ class FrameReader:
     (returns included, which precede the confirm of their publish) goes to pika, in order.
     """
 
-    __slots__ = ("_body_left", "_broken", "_channel", "_confirm_channel", "_connection",
-                 "_delivery", "_detailed", "_on_confirm", "_on_delivery", "_parts", "_process")
+    __slots__ = ("_body_left", "_broken", "_channels", "_confirm_channel", "_connection",
+                 "_delivery", "_delivery_channel", "_detailed", "_on_confirm", "_on_delivery",
+                 "_parts", "_process")
 
     def __init__(self, connection: Any) -> None:
         self._connection = connection
         self._process = pika_internals.frame_processor(connection)
-        self._channel = -1
+        self._channels: frozenset[int] = frozenset()
+        self._delivery_channel = -1
         self._confirm_channel = -1
         self._on_delivery: OnDelivery | None = None
         self._on_confirm: OnConfirm | None = None
@@ -211,10 +213,15 @@ class FrameReader:
 
     def intercept(self, channel: int, on_delivery: OnDelivery, detailed: bool = False) -> None:
         """Hand deliveries on ``channel`` to ``on_delivery`` from now on (``detailed``: with
-        the consumer tag and the redelivered flag)."""
-        self._channel = channel
+        the consumer tag and the redelivered flag). Several channels may be intercepted; they
+        share the latest ``on_delivery`` (``detailed`` then tells their consumers apart)."""
+        self._channels = self._channels | {channel}
         self._on_delivery = on_delivery
         self._detailed = detailed
+
+    def stop_intercepting(self, channel: int) -> None:
+        """Leave the deliveries of ``channel`` to pika again (e.g. it was closed)."""
+        self._channels = self._channels - {channel}
 
     def intercept_confirms(self, channel: int, on_confirm: OnConfirm) -> None:
         """Hand publisher confirms on ``channel`` to ``on_confirm`` from now on."""
@@ -229,7 +236,7 @@ class FrameReader:
         buffer = pending + data if pending else data
         offset = 0
         end = len(buffer)
-        watched = self._channel
+        watched = self._channels
         confirms = self._confirm_channel
         try:
             while end - offset >= 8:
@@ -251,8 +258,15 @@ class FrameReader:
                         offset = frame_end
                         self._on_confirm(tag, multiple, method_id == _ACK)  # type: ignore[misc]
                         continue
-                if channel == watched:
+                if channel in watched:
                     kind = buffer[offset]
+                    if self._delivery is not None and channel != self._delivery_channel:
+                        # RabbitMQ writes a message's frames together: a frame of another
+                        # channel before this one's content is complete (another delivery
+                        # would replace it) means the stream cannot be read as it is
+                        offset = end
+                        self._frame_error(buffer[frame_end - 1], "interleaved content frames")
+                        return
                     if kind == FRAME_BODY and self._delivery is not None:
                         self._parts.append(buffer[offset:frame_end])
                         self._body_left -= frame_end - offset - 8
@@ -278,6 +292,7 @@ class FrameReader:
                         pos += 9                                  # tag, redelivered
                         exchange_end = pos + 1 + buffer[pos]
                         key_end = exchange_end + 1 + buffer[exchange_end]
+                        self._delivery_channel = channel
                         if self._detailed:
                             consumer_tag = buffer[tag_start + 1:tag_end]
                             self._delivery = (
@@ -296,12 +311,13 @@ class FrameReader:
         finally:
             pika_internals.set_unparsed(connection, buffer[offset:] if offset else buffer)
 
-    def _frame_error(self, octet: int) -> None:
+    def _frame_error(self, octet: int, what: str = "") -> None:
         """A frame that does not end with 0xCE: the stream is out of step, so the connection
         is torn down (AMQP's FRAME_ERROR) and the caller's reconnect logic takes over; its
         unacked deliveries are redelivered."""
         self._broken = True
         error = pika.exceptions.AMQPConnectionError(
+            f"FRAME_ERROR: {what}" if what else
             f"FRAME_ERROR: frame end octet 0x{octet:02x}, expected 0xce")
         LOGGER.error("%s: closing the connection", error.args[0])
         pika_internals.terminate_stream(self._connection, error)

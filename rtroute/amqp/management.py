@@ -323,6 +323,12 @@ class ManagementClient:
         """Messages in a queue (ready + unacked) per the statistics, which lag up to ~5 s."""
         return int(self.queue(name, vhost).get("messages") or 0)
 
+    def consumers(self, vhost: str = "/") -> list[dict[str, Any]]:
+        """The consumers of a vhost's queues (``queue.name``, ``consumer_tag``, ``active``:
+        the single active consumer or not), per the statistics: a change of the active
+        consumer shows up to ~5 s late, a new or gone consumer at once."""
+        return self.request("GET", f"consumers/{_q(vhost)}")
+
     def connections(self) -> list[dict[str, Any]]:
         """Open client connections (``name``, ``user``, ``client_properties``, ...)."""
         return self.request("GET", "connections")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from typing import Any, Callable
 
 import pika
@@ -26,7 +27,7 @@ _BATCH = 500  # publishes per ioloop turn, so that confirms are read in between
 def publish(
     uri: str,
     exchange: str,
-    routing_key: str,
+    routing_key: str | Sequence[str],
     count: int,
     size: int,
     rate: float | None = None,
@@ -41,7 +42,7 @@ def publish(
 
     Args:
         uri: broker URI (see :mod:`rtroute.amqp.uri`).
-        exchange, routing_key: where to publish.
+        exchange, routing_key: where to publish (a list of routing keys: used in turn).
         count, size: how many messages, and the body size in bytes.
         rate: messages per second at most (None: as fast as the window allows).
         window: publishes in flight at most.
@@ -64,6 +65,9 @@ def publish(
     if count < 0 or size < 0 or window < 1 or (rate is not None and rate <= 0):
         raise ValueError("need count >= 0, size >= 0, window >= 1 and rate > 0")
     body = b"x" * size
+    keys = [routing_key] if isinstance(routing_key, str) else list(routing_key)
+    if not keys:
+        raise ValueError("need at least one routing key")
     properties = pika.BasicProperties(
         headers=dict(headers) if headers else None,
         delivery_mode=pika.DeliveryMode.Persistent if persistent else None,
@@ -107,16 +111,17 @@ def publish(
             if allowed < budget:
                 budget, paced = max(allowed, 0), True
         fast = run["frames"]
-        if fast is not None:  # every message is the same: its frames are built once
-            data, frame_count = fast
-            for _ in range(budget):
-                confirm_window.publish_frames(exchange, routing_key, data, frame_count,
-                                              body if mandatory else None, mandatory,
-                                              callback=on_settled)
+        first = run["published"]
+        if fast is not None:  # the frames of each routing key are built once, used in turn
+            for n in range(first, first + budget):
+                data, frame_count = fast[n % len(fast)]
+                confirm_window.publish_frames(exchange, keys[n % len(keys)], data,
+                                              frame_count, body if mandatory else None,
+                                              mandatory, callback=on_settled)
         else:
-            for _ in range(budget):
-                confirm_window.publish(exchange, routing_key, body, properties, mandatory,
-                                       callback=on_settled)
+            for n in range(first, first + budget):
+                confirm_window.publish(exchange, keys[n % len(keys)], body, properties,
+                                       mandatory, callback=on_settled)
         run["published"] += budget
         progress()
         if run["published"] >= count:
@@ -143,9 +148,9 @@ def publish(
             number = channel.channel_number
             header = content_header_frame(number, len(body), properties)
             chunks = frames.body_frames(number, body, frame_max)
-            run["frames"] = (frames.publish_frame(number, frames.shortstr(exchange),
-                                                  frames.shortstr(routing_key), mandatory)
-                             + header + b"".join(chunks), 2 + len(chunks))
+            run["frames"] = [(frames.publish_frame(number, frames.shortstr(exchange),
+                                                   frames.shortstr(key), mandatory)
+                              + header + b"".join(chunks), 2 + len(chunks)) for key in keys]
             confirm_window.read_confirms_from(reader)
         except (RuntimeError, ValueError, AttributeError) as exc:
             echo(f"publishing through pika (slower): {exc}")
@@ -176,7 +181,7 @@ def publish(
     result = {
         "uri": mask_uri(uri),
         "exchange": exchange,
-        "routing_key": routing_key,
+        "routing_key": keys[0] if len(keys) == 1 else keys,
         "count": count,
         "size": size,
         "published": run["published"],

@@ -155,6 +155,33 @@ def bench_sidecar(uri: str, management_uri: str | None, prefetch: int, repeat: i
           uri=uri)
 
 
+@bench.command("shards")
+@uri_option
+@management_option
+@click.option("--replicas", "replica_counts", multiple=True, type=click.IntRange(1, 16),
+              help="Replica counts to measure (repeatable).  [default: 1, 2, 3]")
+@click.option("--shards", default=4, show_default=True, type=click.IntRange(1, 64),
+              help="Ingress shards of the exchange.")
+@click.option("-n", "--messages", default=60_000, show_default=True, type=click.IntRange(1))
+@click.option("--prefetch", default=1000, show_default=True, type=click.IntRange(1, 65535),
+              help="Each shard's prefetch window.")
+@click.option("--repeat", default=3, show_default=True, type=click.IntRange(1, 50),
+              help="Runs per replica count; the table shows the median run.")
+@json_option
+def bench_shards(uri: str, management_uri: str | None, replica_counts: tuple[int, ...],
+                 shards: int, messages: int, prefetch: int, repeat: int,
+                 json_path: str | None) -> None:
+    """Sharded ingress: 1, 2, 3 sidecar replicas on one exchange (needs the broker's
+    rabbitmq_consistent_hash_exchange plugin): rate, messages and CPU per replica."""
+    from rtroute.bench.shards import json_rows, run
+
+    counts = replica_counts or (1, 2, 3)
+    rows = run(uri, management_uri, counts, shards, messages, prefetch, repeat, click.echo)
+    _save(json_path, "shards", {"replicas": list(counts), "shards": shards,
+                                "messages": messages, "prefetch": prefetch, "repeat": repeat},
+          json_rows(rows), uri=uri)
+
+
 @bench.command("confirms")
 @uri_option
 @click.option("--persistent", is_flag=True, help="delivery_mode 2 (the broker fsyncs).")

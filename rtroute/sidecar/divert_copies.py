@@ -86,7 +86,7 @@ class DivertCopies:
             if state["done"]:
                 return
             state["done"] = True
-            if pending not in self._pipeline.settler:  # the connection went: redelivered
+            if pending not in pending.settler:  # the channel went: redelivered
                 return
             pending.deferred -= 1
             out = self._republish(ex, divert, address, copy, pending)

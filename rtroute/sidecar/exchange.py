@@ -12,7 +12,7 @@ from rtroute.amqp import BindingWatcher, ManagementClient
 from rtroute.metrics import LatencyHistogram
 from rtroute.sidecar.layout import ExchangeSpec
 from rtroute.sidecar.router import BrokerRoutedRouter, ExchangeRouter
-from rtroute.sidecar.status import Counters, ExchangeState
+from rtroute.sidecar.status import Counters, ExchangeState, utc_timestamp
 
 LOG = logging.getLogger("rtroute.sidecar")
 
@@ -65,7 +65,7 @@ class ManagedExchange:
         exchange (with the count since the last one), the last few keys in ``/status``."""
         self.counters.unroutable += 1
         self.last_unroutable.append(
-            (time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), routing_key))
+            (utc_timestamp(), routing_key))
         self._unroutable_since_log += 1
         now = time.monotonic()
         if now - self._unroutable_logged_at >= UNROUTABLE_LOG_INTERVAL:
@@ -89,7 +89,7 @@ class ManagedExchange:
             "name": self.spec.name,
             "kind": self.spec.kind,
             "state": self.state.value,
-            "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.since)),
+            "since": utc_timestamp(self.since),
             # broker-routed kinds: RabbitMQ holds the bindings, the sidecar does not track them
             "bindings_known": None if self.broker_routed else len(self.router.bindings()),
             # re-listings that disagreed with the event stream (see BindingWatcher._reconcile)

@@ -63,10 +63,11 @@ class IngressMessage:
         routing_headers: the ``CC``, ``BCC`` and BCC-alias entries
             (:class:`RoutingHeaders`), None when the message has no headers.
         error: why the headers cannot be read, or None (the message is then dead-lettered).
+        settler: the :class:`~rtroute.amqp.Settler` of the channel it came on.
     """
 
     __slots__ = ("_body", "_headers", "_kept", "_props", "error", "exchange", "parts",
-                 "redelivered", "routing_headers", "routing_key", "span", "tag")
+                 "redelivered", "routing_headers", "routing_key", "settler", "span", "tag")
 
     def __init__(self, exchange: Any, tag: int, redelivered: bool, routing_key: bytes,
                  parts: list[bytes], bcc_alias: str | None = None) -> None:
@@ -74,6 +75,7 @@ class IngressMessage:
         if ``exchange`` has one, else ``x-rtroute-bcc``)."""
         self.exchange = exchange
         self.tag = tag
+        self.settler: Any = None  # of the channel it came on (set by the pipeline)
         self.redelivered = redelivered
         key: Any = routing_key[1:]  # a short string: length octet first
         try:

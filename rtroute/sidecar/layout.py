@@ -1,7 +1,8 @@
 """What the sidecar declares on the broker (DESIGN.md's broker layout), per managed exchange
 ``NAME``: the exchange ``NAME`` (fanout, what publishers publish to), ``NAME.bindings`` (where
-applications bind), the durable single-active-consumer ingress queue ``rtroute.ingress.NAME``,
-and ``rtroute.dead`` for the dead letters of every exchange.
+applications bind), the durable single-active-consumer ingress queue ``rtroute.ingress.NAME``
+(or, sharded, ``NAME.shards`` and its queues ``rtroute.shard.NAME.0`` ...), and ``rtroute.dead``
+for the dead letters of every exchange.
 """
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ if TYPE_CHECKING:
 LOG = logging.getLogger("rtroute.sidecar")
 
 DEAD_LETTER_EXCHANGE = "rtroute.dead"
+CONSISTENT_HASH_TYPE = "x-consistent-hash"
+CONSISTENT_HASH_PLUGIN = "rabbitmq_consistent_hash_exchange"
 DEAD_LETTER_QUEUE = "rtroute.dead"
 
 # rtroute.dead declared as a quorum queue exists as a classic one, or the other way round
@@ -61,12 +64,20 @@ def declarations_for(spec: ExchangeSpec, rtopic_bindings_type: str = "topic") ->
         # exchange (4.x sets a limit of 20 by default): dead-letter it, reason in x-death
         ingress_args.update({"x-dead-letter-exchange": DEAD_LETTER_EXCHANGE,
                              "x-delivery-limit": spec.ingress_delivery_limit})
-    decls += [
-        {"method": "queue.declare", "queue": spec.ingress_queue, "durable": True,
-         "arguments": ingress_args},
-        {"method": "queue.bind", "queue": spec.ingress_queue, "exchange": spec.name,
-         "routing_key": ""},
-    ]
+    if spec.shards:
+        decls += sharded_ingress_declarations(spec, ingress_args)
+    else:
+        decls += [
+            {"method": "queue.declare", "queue": spec.ingress_queue, "durable": True,
+             "arguments": ingress_args},
+            {"method": "queue.bind", "queue": spec.ingress_queue, "exchange": spec.name,
+             "routing_key": ""},
+            # what a sharded ingress of the same name left (switched back): messages would
+            # go to both. Last, once the ingress queue is bound: nothing published meanwhile
+            # finds NAME bound to nothing
+            {"method": "exchange.unbind", "destination": spec.shards_exchange,
+             "source": spec.name, "routing_key": ""},
+        ]
     for b in spec.bindings:
         if b.destination_type == "queue":
             decls.append({"method": "queue.bind", "queue": b.destination,
@@ -77,6 +88,47 @@ def declarations_for(spec: ExchangeSpec, rtopic_bindings_type: str = "topic") ->
                           "source": spec.bindings_exchange, "routing_key": b.key,
                           "arguments": dict(b.arguments)})
     return decls
+
+
+def sharded_ingress_declarations(spec: ExchangeSpec, ingress_args: dict[str, Any]
+                                 ) -> list[dict]:
+    """A sharded ingress: ``NAME`` (fanout) feeds ``NAME.shards``, a consistent hash exchange
+    (plugin ``rabbitmq_consistent_hash_exchange``) that sends each routing key to one of the
+    shard queues, each bound with the same weight; every shard queue has the ingress queue's
+    arguments (single active consumer, type, delivery limit). The unsharded ingress queue is
+    unbound from ``NAME`` (switched to shards: what it holds stays in it, see the README), last:
+    if a declaration fails before (e.g. no consistent hash exchange on this broker), ``NAME``
+    stays bound to it and nothing published meanwhile is dropped."""
+    decls: list[dict] = [
+        {"method": "exchange.declare", "exchange": spec.shards_exchange,
+         "type": CONSISTENT_HASH_TYPE, "durable": True},
+        {"method": "exchange.bind", "destination": spec.shards_exchange, "source": spec.name,
+         "routing_key": ""},
+    ]
+    for queue in spec.ingress_queues:
+        decls += [
+            {"method": "queue.declare", "queue": queue, "durable": True,
+             "arguments": dict(ingress_args)},
+            # the binding key of a consistent hash exchange is the queue's weight
+            {"method": "queue.bind", "queue": queue, "exchange": spec.shards_exchange,
+             "routing_key": "1"},
+        ]
+    decls.append({"method": "queue.unbind", "queue": spec.ingress_queue, "exchange": spec.name,
+                  "routing_key": ""})
+    return decls
+
+
+def missing_plugin(reason: str) -> str | None:
+    """What to do when a refused declaration (the connection's close ``reason``) says the
+    broker lacks the consistent hash exchange a sharded ingress needs; None otherwise."""
+    # 3.x: 503 "unknown exchange type"; 4.x: 406 "invalid exchange type"
+    refused_type = "unknown exchange type" in reason or "invalid exchange type" in reason
+    if not refused_type or CONSISTENT_HASH_TYPE not in reason:
+        return None
+    return (f"this broker has no {CONSISTENT_HASH_TYPE!r} exchange type, which a sharded "
+            f"ingress (shards = N) needs: enable the plugin with 'rabbitmq-plugins enable "
+            f"{CONSISTENT_HASH_PLUGIN}' (it ships with RabbitMQ), or remove 'shards' from the "
+            f"exchange's config")
 
 
 def dead_letter_declarations(queue_type: str = "classic") -> list[dict]:

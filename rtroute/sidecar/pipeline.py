@@ -46,6 +46,7 @@ from rtroute.sidecar.ingress import IngressMessage
 from rtroute.sidecar.layout import DEAD_LETTER_EXCHANGE
 from rtroute.sidecar.republish import COPY, DEAD, ORIGINAL, PendingMessage, Republish
 from rtroute.sidecar.router import ERROR_HEADER, Decision
+from rtroute.sidecar.shards import Shard, ShardState
 
 LOG = logging.getLogger("rtroute.sidecar")
 
@@ -76,13 +77,16 @@ class Pipeline:
         self.window: ConfirmWindow | None = None
         self.reader: frames.FrameReader | None = None
         self.consumers: dict[str, ManagedExchange] = {}  # consumer tag -> exchange
+        # consumer tag -> shard, for a sharded ingress (a channel and settler per shard)
+        self.shards: dict[str, Shard] = {}
         # the basic.publish frames of the confirm window's channel
         self.publish_frames: frames.PublishFrames | None = None
         self.frame_max = 131072  # the connection's, once negotiated
         self.queue: collections.deque[Republish] = collections.deque()
         # the ingress channel's acks, in delivery order, once every republish is confirmed
+        # (each shard of a sharded ingress has a channel and a settler of its own)
         self.settler = Settler(connection.ioloop)
-        # deliveries since the last route_batch, in delivery-tag order (all on one channel)
+        # deliveries since the last route_batch, in delivery-tag order on each channel
         self._batch: list[IngressMessage] = []
         self._batch_scheduled = False
         self._batch_received_at = self._batch_at = 0.0  # when the batch's first delivery came
@@ -100,6 +104,31 @@ class Pipeline:
         self.queue.clear()
         self.settler.reset(channel)
         self.consumers.clear()
+        self.shards.clear()
+
+    def add_shard(self, consumer_tag: str, shard: Shard) -> None:
+        """Takes the deliveries of a shard's consumer too (on the shard's own channel)."""
+        assert self.reader is not None
+        self.reader.intercept(shard.channel.channel_number, self.on_delivery, detailed=True)
+        self.shards[consumer_tag] = shard
+        self.consumers[consumer_tag] = shard.exchange
+
+    def remove_shard(self, consumer_tag: str, channel: Any) -> None:
+        """A shard's channel is gone: its deliveries are no longer taken."""
+        self.shards.pop(consumer_tag, None)
+        self.consumers.pop(consumer_tag, None)
+        if self.reader is not None and channel is not None:
+            self.reader.stop_intercepting(channel.channel_number)
+
+    def batched(self, settler: Settler) -> bool:
+        """True if a delivery settled by ``settler`` waits in the batch not yet routed."""
+        return any(m.settler is settler for m in self._batch)
+
+    @property
+    def in_flight(self) -> int:
+        """Ingress deliveries not settled yet, on every channel."""
+        return len(self.settler) + sum(len(s.settler) for s in self.shards.values()
+                                       if s.settler is not None)
 
     def open_window(self, publish_channel: Any, size: int,
                     on_closed: Callable[[str], Any]) -> ConfirmWindow:
@@ -118,6 +147,7 @@ class Pipeline:
         self.window = None
         self.queue.clear()
         self.settler.reset(None)
+        self.shards.clear()
         self._copies.forget_parked()
 
     def on_delivery(self, tag: int, _exchange: bytes, routing_key: bytes, parts: list,
@@ -129,9 +159,21 @@ class Pipeline:
             LOG.error("delivery %d for unknown consumer %r: reconnecting", tag, consumer_tag)
             self._on_broken()
             return
+        settler = self.settler
+        if self.shards:
+            shard = self.shards.get(consumer_tag)
+            if shard is not None:
+                if shard.state is ShardState.RELEASING:
+                    shard.held += 1  # back to the queue, in order, when its channel closes
+                    return
+                shard.received += 1
+                shard.last_delivery = time.time()
+                settler = shard.settler  # type: ignore[assignment]
         if not self._batch:
             self._batch_received_at = time.monotonic()
-        self._batch.append(IngressMessage(ex, tag, redelivered, routing_key, parts))
+        m = IngressMessage(ex, tag, redelivered, routing_key, parts)
+        m.settler = settler
+        self._batch.append(m)
         if not self._batch_scheduled:
             self._batch_scheduled = True
             self._connection.ioloop.call_later(0, self.route_batch)
@@ -241,7 +283,8 @@ class Pipeline:
     def _dispatch(self, m: IngressMessage, decision: Decision | None,
                   verdict: Verdict | None) -> None:
         ex = m.exchange
-        pending = PendingMessage(ex, m.tag, self._batch_at)
+        settler = m.settler if m.settler is not None else self.settler  # empty is falsy
+        pending = PendingMessage(ex, m.tag, self._batch_at, settler)
         outs: list[Republish] = []
         try:
             if decision is not None:
@@ -256,7 +299,6 @@ class Pipeline:
             reason = f"rtroute could not republish this message: {type(exc).__name__}: {exc}"
             outs = [Republish(DEAD_LETTER_EXCHANGE, "", pika.BasicProperties(headers={
                 ERROR_HEADER: reason, SOURCE_HEADER: ex.spec.name}), m.body, pending, DEAD)]
-        settler = self.settler
         settler.track(pending)
         settler.expect(pending, len(outs) + pending.deferred)
         self.queue.extend(outs)
@@ -348,7 +390,7 @@ class Pipeline:
                           f"{': no such queue' if not out.exchange else ''}")
                 LOG.warning("exchange %s: dead-lettering a diverted copy: %s",
                             pending.exchange.spec.name, reason)
-                self.settler.expect(pending)
+                pending.settler.expect(pending)
                 self.queue.append(dead_letter_of_copy(out, reason, self.publish_frames,
                                                       self.frame_max))
                 self._connection.ioloop.call_later(0, self.publish_queued)
@@ -367,11 +409,11 @@ class Pipeline:
                 counters.republished += 1
                 if pending.exchange.broker_routed:
                     counters.routed += 1
-        self._note_settled(pending, self.settler.confirmed(pending, ok))
+        self._note_settled(pending, pending.settler.confirmed(pending, ok))
 
     def _settle(self, pending: PendingMessage) -> None:
         """Settles an ingress message none of whose republishes awaits a confirm."""
-        self._note_settled(pending, self.settler.settle(pending))
+        self._note_settled(pending, pending.settler.settle(pending))
 
     @staticmethod
     def _note_settled(pending: PendingMessage, acked: bool | None) -> None:

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import pika
 
-from rtroute.amqp import Delivery
+from rtroute.amqp import Delivery, Settler
 from rtroute.divert import Divert
 
 if TYPE_CHECKING:
@@ -17,10 +17,12 @@ class PendingMessage(Delivery):
     """One ingress message waiting for the confirms of its republishes (original and copies):
     ``awaiting`` counts them (see :class:`rtroute.amqp.settle.Settler`)."""
 
-    __slots__ = ("deferred", "exchange", "received_at")
+    __slots__ = ("deferred", "exchange", "received_at", "settler")
 
-    def __init__(self, exchange: ManagedExchange, tag: int, received_at: float = 0.0) -> None:
+    def __init__(self, exchange: ManagedExchange, tag: int, received_at: float = 0.0,
+                 settler: Settler | None = None) -> None:
         super().__init__(tag)
+        self.settler = settler  # of the channel it came on (the ingress one, or its shard's)
         self.received_at = received_at  # time.monotonic() of its batch, for the latency
         self.exchange = exchange
         self.deferred = 0  # copies waiting for a look at their forwarding address

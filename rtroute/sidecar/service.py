@@ -61,9 +61,11 @@ from rtroute.sidecar.layout import (
     ExchangeSpec,
     dead_letter_declarations,
     declarations_for,
+    missing_plugin,
 )
 from rtroute.sidecar.pipeline import METHOD_FRAME_CACHE, Pipeline
 from rtroute.sidecar.republish import COPY, DEAD, ORIGINAL
+from rtroute.sidecar.shards import ShardConsumers
 from rtroute.sidecar.status import (
     BCC_HINT,
     EXCHANGE_COUNTERS,
@@ -159,6 +161,12 @@ class Sidecar:
         self._pipeline = Pipeline(self._connection, self.exchanges, self.diverts,
                                   self._addresses, on_broken=self._reconnect_now,
                                   on_error=self._note_error)
+        self._shards = ShardConsumers(self._connection, self._pipeline, management, vhost,
+                                      on_broken=self._reconnect_now,
+                                      stopping=lambda: self._stopping)
+        for ex in self.exchanges.values():
+            if ex.spec.shards:
+                self._shards.register(ex)
         self._divert_admin = DivertAdmin(
             self.diverts, self.exchanges, self._addresses, self._connection,
             DivertStore(management, vhost) if persist_diverts and management else None,
@@ -222,8 +230,12 @@ class Sidecar:
     def status(self) -> dict:
         """A snapshot for ``/status`` and ``/metrics``."""
         window = self._pipeline.window
-        in_flight = len(self._pipeline.settler)
+        in_flight = self._pipeline.in_flight
         exchanges = [ex.status(in_flight) for ex in self.exchanges.values()]
+        for status in exchanges:
+            shards = self._shards.status(status["name"])
+            if shards is not None:
+                status["shards"] = shards
         diverts = self._divert_admin.diverts_status()
         healthy = self._connection.state not in ("stopped",) and window is not None \
             and not window.closed
@@ -235,6 +247,7 @@ class Sidecar:
         return {"healthy": bool(healthy), "broker": self.masked_uri,
                 "connected_to": self._connection.current_uri,
                 "connection": self._connection.state, "connects": self.connects,
+                "replica_id": self._shards.replica_id,
                 "last_error": self.last_error, "internal_errors": self.internal_errors,
                 "hints": [BCC_HINT], "exchanges": exchanges, "diverts": diverts,
                 "divert_store": None if store is None else store.parameter,
@@ -245,6 +258,7 @@ class Sidecar:
         self.connects += 1
         pipeline = self._pipeline
         pipeline.attach(connection, channel)
+        self._shards.attach(connection)
         self._consume_channel = channel
         channel.add_on_close_callback(self._on_channel_closed)
         channel.add_on_cancel_callback(self._on_broker_cancel)
@@ -353,20 +367,34 @@ class Sidecar:
         ch = self._consume_channel
         if not ch.is_open:
             return
-        ch.basic_qos(prefetch_count=ex.spec.prefetch)
-        # deliveries reach Pipeline.on_delivery through the frame reader; pika never sees them
-        ex.consumer_tag = ch.basic_consume(ex.spec.ingress_queue, self._on_unexpected_message)
-        self._pipeline.consumers[ex.consumer_tag] = ex
+        if ex.spec.shards:
+            self._shards.consume(ex)
+            what = f"its {ex.spec.shards} shards as replica {self._shards.replica_id}"
+        else:
+            ch.basic_qos(prefetch_count=ex.spec.prefetch)
+            # deliveries reach Pipeline.on_delivery through the frame reader; pika never sees
+            # them
+            ex.consumer_tag = ch.basic_consume(ex.spec.ingress_queue,
+                                               self._on_unexpected_message)
+            self._pipeline.consumers[ex.consumer_tag] = ex
+            what = ex.spec.ingress_queue
         ex.set_state(ExchangeState.RUNNING)
+        self._notify_ready()
+        LOG.info("exchange %s: consuming %s (%s bindings known)", ex.spec.name, what,
+                 "broker-routed, no" if ex.broker_routed else len(ex.router.bindings()))
+
+    def _notify_ready(self) -> None:
+        """Tells systemd (Type=notify) once, when every exchange consumes."""
         if not self._notified_ready and all(e.state is ExchangeState.RUNNING
                                             for e in self.exchanges.values()):
             self._notified_ready = True
             sd_notify.notify(f"READY=1\nSTATUS=serving {len(self.exchanges)} exchange(s)")
-        LOG.info("exchange %s: consuming %s (%s bindings known)", ex.spec.name,
-                 ex.spec.ingress_queue,
-                 "broker-routed, no" if ex.broker_routed else len(ex.router.bindings()))
 
     def _on_lost(self, reason: str) -> None:
+        self._shards.detach()
+        plugin = missing_plugin(reason)
+        if plugin is not None and not self._stopping:
+            self._fail(plugin)
         self._layout.learn(reason)
         self.last_error = reason
         was_serving = self._pipeline.window is not None
@@ -414,6 +442,7 @@ class Sidecar:
         sd_notify.notify("STOPPING=1")
         self._addresses.stop()
         ch = self._consume_channel
+        self._shards.cancel_all()
         for ex in self.exchanges.values():
             if ex.consumer_tag and ch is not None and ch.is_open:
                 ch.basic_cancel(ex.consumer_tag)
@@ -426,7 +455,7 @@ class Sidecar:
 
         def check() -> None:
             window = self._pipeline.window
-            if len(self._pipeline.settler) and time.monotonic() < deadline \
+            if self._pipeline.in_flight and time.monotonic() < deadline \
                     and window is not None and not window.closed:
                 self._connection.ioloop.call_later(0.05, check)
                 return

@@ -3,10 +3,17 @@ and the Prometheus metrics built from a status snapshot."""
 from __future__ import annotations
 
 import enum
+import time
 from typing import Any
 
 from rtroute.divert.table import DIVERT_COUNTERS
 from rtroute.metrics import counter_metrics
+
+
+def utc_timestamp(seconds: float | None = None) -> str:
+    """``YYYY-MM-DDTHH:MM:SSZ`` of ``seconds`` since the epoch (default: now), as ``/status``
+    shows times."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
 
 BCC_HINT = ("RabbitMQ removes a publisher's BCC header before the ingress queue stores the "
             "message, so the sidecar never sees it and those copies are not made: publishers "
