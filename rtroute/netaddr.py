@@ -31,10 +31,44 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+_handed_out: set[int] = set()
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    """The kernel's range for the local ports of outgoing connections (Linux's default if
+    it cannot be read)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low, high = (int(x) for x in f.read().split())
+        return low, high
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago (for child processes' endpoints)."""
+    """A TCP port on 127.0.0.1 that is free now, for a child process's endpoint.
+
+    It is picked below the kernel's ephemeral range (or above it when that leaves too few),
+    never one this process handed out before: a port from inside the range can be given to
+    any outgoing connection (a test's own broker client, say) between this pick and the
+    child's ``bind``, which then fails with "address already in use".
+    """
+    import random
     import socket
 
-    with socket.socket() as s:
+    low, high = _ephemeral_range()
+    candidates = range(20000, low) if low - 20000 >= 2000 else range(high + 1, 65536)
+    for _ in range(200):
+        port = random.choice(candidates)
+        if port in _handed_out:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
+    with socket.socket() as s:  # every pick was taken: the kernel's choice, as before
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
