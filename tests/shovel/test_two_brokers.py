@@ -173,9 +173,16 @@ def test_stopping_the_destination_node_mid_transfer(node2, names, shovels):
         thread.join()
     wait_state(keeps, ShovelState.RUNNING, timeout=30)
     states = [s.value for s, _r, _t in keeps.status.history]
-    assert states[:2] == ["starting", "running"] and states[-1] == "running"
-    middle = states[2:-1]
-    assert middle[0] == "terminated" and "starting" in middle
+    assert states[-1] == "running"
+    # the history keeps the last 50 changes: a node that takes over ~12 s to restart (0.5 s
+    # reconnects: two changes each) pushes the first ones out; wait_state above saw them
+    if len(states) < 50:
+        assert states[:2] == ["starting", "running"]
+        middle = states[2:-1]
+        assert middle[0] == "terminated"
+    else:
+        middle = states[:-1]
+    assert "terminated" in middle and "starting" in middle
     assert set(middle) <= {"terminated", "starting"}
     wait_for(lambda: depth(LOCAL, src1) == 0, 30)
     wait_for(lambda: keeps.status.counters["acked"] >= total, 30)
