@@ -52,6 +52,7 @@ from rtroute.amqp.content_header import PROPERTY_NAMES, content_header_frame
 from rtroute.amqp.management import ManagementClient, ManagementError, WrongBroker
 from rtroute.amqp.uri import mask_uri, parse_uri
 from rtroute.routing import PreconditionFailed
+from rtroute.sidecar.delivery import Publish
 from rtroute.sidecar.router import DEFAULT_BCC_ALIAS, ExchangeRouter
 
 __all__ = ["MessageFuture", "PublishError", "PublishFailed", "PublishNacked", "PublishReturned",
@@ -59,6 +60,8 @@ __all__ = ["MessageFuture", "PublishError", "PublishFailed", "PublishNacked", "P
 
 LOG = logging.getLogger(__name__)
 BATCH = 500  # messages routed per core call
+PUBLISHED_KEY_HEADER = "x-rtroute-routing-key"  # the key as published, with delivery="matched-key"
+DELIVERIES = ("bcc", "matched-key")
 FRAME_CACHE = 4096  # method + header frames kept for messages without properties
 
 
@@ -177,6 +180,14 @@ class RTopicPublisher:
             binding listing; ``0`` returns at once (publishes then wait in the queue).
         bcc_alias: the sidecar's BCC alias header, honoured and stripped here too.
         connection_name: shown in the management UI.
+        delivery: ``"bcc"`` (default): one publish with the routing key as published and
+            ``BCC`` = the matched binding keys, so consumers see the publisher's key, as with
+            the plugin. ``"matched-key"``: a message without ``CC`` that matched exactly one
+            binding key is published with that key as its routing key and no ``BCC``, and
+            carries the key as published in the ``x-rtroute-routing-key`` header; consumers
+            then see the binding key as the routing key. RabbitMQ 3.x routes that at the cost
+            of a plain publish (a ``BCC`` costs it a header rewrite and a second lookup);
+            other messages are published as with ``"bcc"``.
 
     Raises:
         ValueError: a malformed URI.
@@ -187,14 +198,19 @@ class RTopicPublisher:
     def __init__(self, uri: str | list[str], exchange: str, management_uri: str | None = None,
                  *, window: int = 1000, max_pending: int = 10_000,
                  connect_timeout: float = 30.0, bcc_alias: str = DEFAULT_BCC_ALIAS,
-                 connection_name: str | None = None) -> None:
+                 connection_name: str | None = None, delivery: str = "bcc") -> None:
+        if delivery not in DELIVERIES:
+            raise ValueError(f"delivery must be one of {', '.join(DELIVERIES)}, "
+                             f"not {delivery!r}")
         uris = [uri] if isinstance(uri, str) else list(uri)
         vhost = parse_uri(uris[0]).vhost  # raises ValueError on a malformed URI
         self.exchange = exchange
         self.bindings_exchange = f"{exchange}.bindings"
         self.masked_uri = mask_uri(uris[0])
         self._vhost = vhost
-        self._router = ExchangeRouter(exchange, "rtopic", bcc_alias)
+        self.delivery = delivery
+        self._router = ExchangeRouter(exchange, "rtopic", bcc_alias,
+                                      by_matched_key=delivery == "matched-key")
         self._management = ManagementClient.from_amqp_uri(uris[0], management_uri)
         self._watcher = BindingWatcher(
             self.bindings_exchange, self._management, vhost=vhost,
@@ -208,7 +224,10 @@ class RTopicPublisher:
         self._condition = threading.Condition()
         self._outbox: collections.deque[tuple] = collections.deque()
         self._wakeup_scheduled = False
-        self._current: tuple[MessageFuture, collections.deque] | None = None
+        # the message being sent: (future, its publishes not yet sent, headers, body,
+        # properties, mandatory)
+        self._current: tuple | None = None
+        self._waiting = 0  # threads in _wait or a blocked publish: settling notifies them
         self._window: ConfirmWindow | None = None
         self._channel: Any = None
         self._fast: dict[bool, frames.PublishFrames] | None = None
@@ -285,7 +304,9 @@ class RTopicPublisher:
                 dict(headers) if headers else None, mandatory)
         with self._condition:
             while len(self._outbox) >= self._max_pending and not self._closing:
+                self._waiting += 1
                 self._condition.wait(1.0)
+                self._waiting -= 1
             if self._closing:
                 raise PublisherClosed(f"publisher of {self.exchange!r} is closed")
             self._outbox.append(item)
@@ -353,12 +374,16 @@ class RTopicPublisher:
     def _wait(self, predicate: Callable[[], bool], timeout: float | None) -> None:
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._condition:
-            while not predicate():
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    return
-                # settling notifies; the timeout bounds a missed notification's cost
-                self._condition.wait(0.5 if remaining is None else min(remaining, 0.5))
+            self._waiting += 1  # before the predicate is read: see _notify
+            try:
+                while not predicate():
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        return
+                    # settling notifies; the timeout bounds a missed notification's cost
+                    self._condition.wait(0.5 if remaining is None else min(remaining, 0.5))
+            finally:
+                self._waiting -= 1
 
     def _not_ready_reason(self) -> str:
         if self._window is None:
@@ -367,8 +392,11 @@ class RTopicPublisher:
             f" ({self._watcher.last_error})" if self._watcher.last_error else "")
 
     def _notify(self) -> None:
-        with self._condition:
-            self._condition.notify_all()
+        # the state a waiter reads changed before this line, and a waiter counts itself
+        # before it reads the state: one of the two sees the other
+        if self._waiting:
+            with self._condition:
+                self._condition.notify_all()
 
     # -- ioloop thread -------------------------------------------------------------------------
 
@@ -433,7 +461,7 @@ class RTopicPublisher:
     def _on_lost(self, reason: str) -> None:
         # the window has failed what was in flight; the current message's unsent parts too
         if self._current is not None:
-            future, _parts = self._current
+            future = self._current[0]
             self._current = None
             future._fail(PublishFailed(f"connection lost: {reason}"))
             self._part_settled(future)
@@ -475,19 +503,14 @@ class RTopicPublisher:
                 self.failed += 1
                 future._settle()
                 continue
-            headers = decision.headers
-            publishes = decision.publishes
             if decision.unroutable:  # the broker applies the alternate exchange / mandatory
                 self.unroutable += 1
-                parts = collections.deque([(self.bindings_exchange, routing_key, None,
-                                            headers, body, properties, mandatory)])
+                parts = collections.deque([Publish(self.bindings_exchange, routing_key, None)])
             else:
-                future.matched = tuple(sorted({k for p in publishes for k in (p.bcc or ())}))
-                parts = collections.deque(
-                    (p.exchange, p.routing_key, p.bcc, headers, body, properties, mandatory)
-                    for p in publishes)
+                future.matched = decision.matched
+                parts = collections.deque(decision.publishes)
             future._parts = len(parts)
-            self._current = (future, parts)
+            self._current = (future, parts, decision.headers, body, properties, mandatory)
             if not self._send_parts(window):
                 # the rest of the batch goes back to the front of the queue, in order
                 rest = batch[batch.index(item) + 1:]
@@ -498,23 +521,27 @@ class RTopicPublisher:
     def _send_parts(self, window: ConfirmWindow) -> bool:
         """Publish the current message's remaining parts; False if the window filled first."""
         assert self._current is not None
-        future, parts = self._current
+        future, parts, headers, body, properties, mandatory = self._current
         while parts:
             if not window.has_room:
                 return False
-            exchange, routing_key, bcc, headers, body, properties, mandatory = parts[0]
+            part = parts[0]
+            exchange, routing_key, bcc, published_key = \
+                part.exchange, part.routing_key, part.bcc, part.published_key
             try:
+                sent_headers = headers if published_key is None else \
+                    {**headers, PUBLISHED_KEY_HEADER: published_key}
                 if self._fast is not None:
-                    data, count = self._frames_of(exchange, routing_key, headers, bcc, body,
-                                                  properties, mandatory)
+                    data, count = self._frames_of(exchange, routing_key, sent_headers, bcc,
+                                                  body, properties, mandatory, published_key)
                     window.publish_frames(exchange, routing_key, data, count,
                                           body if mandatory else None, mandatory,
                                           callback=self._on_part, context=future)
                 else:
                     if bcc:
-                        headers = {**headers, "BCC": list(bcc)}
+                        sent_headers = {**sent_headers, "BCC": list(bcc)}
                     window.publish(exchange, routing_key, body,
-                                   _with_headers(properties, headers), mandatory,
+                                   _with_headers(properties, sent_headers), mandatory,
                                    callback=self._on_part, context=future)
             except ValueError as exc:  # a property or header value with no AMQP encoding
                 future._fail(exc)
@@ -535,20 +562,23 @@ class RTopicPublisher:
 
     def _frames_of(self, exchange: str, routing_key: str, headers: dict[str, Any],
                    bcc: tuple[str, ...] | None, body: bytes,
-                   properties: pika.BasicProperties | None, mandatory: bool
-                   ) -> tuple[bytes, int]:
+                   properties: pika.BasicProperties | None, mandatory: bool,
+                   published_key: str | None = None) -> tuple[bytes, int]:
         """The method, content header and body frames of one publish, and their number.
 
         A message without properties or headers of its own (the common case) has a method and
-        header frame that depend only on where it goes, its ``BCC`` and its body size: those
-        are built once and kept (at most :data:`FRAME_CACHE` of them).
+        header frame that depend only on where it goes, its ``BCC`` (or ``published_key``,
+        whose header is already in ``headers``) and its body size: those are built once and
+        kept (at most :data:`FRAME_CACHE` of them).
 
         Raises:
             ValueError: a property with no encoding, or a header frame over ``frame_max``.
         """
         method_frames = self._fast[mandatory]
-        plain = properties is None and not headers
-        key = (exchange, routing_key, bcc, len(body), mandatory) if plain else None
+        plain = properties is None and (not headers or (
+            published_key is not None and len(headers) == 1))
+        key = (exchange, routing_key, bcc, published_key, len(body), mandatory) \
+            if plain else None
         head = self._head_cache.get(key) if plain else None
         if head is None:
             if bcc:

@@ -10,6 +10,8 @@ leading ``#``).
   publisher publishes a literal key; what a user without rtopic would do.
 - **publisher-side** (:class:`rtroute.RTopicPublisher`): plain binding keys on
   ``NAME.bindings``; the wildcard is in the publish key; routed here, one publish with BCC.
+- **publisher-side, matched key** (``delivery="matched-key"``): the same, but a message that
+  matched one binding key is published with that key as its routing key and no BCC.
 - **sidecar**: the same, published to ``NAME`` through an ``rtroute run`` process.
 - **x-rtopic plugin** (``--plugin-uri``): the same plain binding keys on an ``x-rtopic``
   exchange of the plugin's broker (not the same broker: compare its column with care).
@@ -242,7 +244,7 @@ def run_shape(uri: str, shape: Shape, echo: Callable[[str], None], repeat: int =
     conn, channel, plugin_conn, plugin_channel = _open(uri, plugin_uri, "rtroute bench publish")
     setup = _Setup(channel, shape, tag, plugin_channel, bindings, bindings_type)
     proc = None
-    rates: dict[str, list[float]] = {"native": [], "publisher": []}
+    rates: dict[str, list[float]] = {"native": [], "publisher": [], "publisher_key": []}
     if sidecar:
         rates["sidecar"] = []
     if plugin_channel is not None:
@@ -253,9 +255,11 @@ def run_shape(uri: str, shape: Shape, echo: Callable[[str], None], repeat: int =
             proc, port = _start_sidecar(uri, management_uri, setup.name)
             _wait_sidecar(proc, port, bindings)
         with RTopicPublisher(uri, setup.name, management_uri=management_uri,
-                             window=2000) as publisher:
+                             window=2000) as publisher, \
+                RTopicPublisher(uri, setup.name, management_uri=management_uri, window=2000,
+                                delivery="matched-key") as by_key:
             deadline = time.monotonic() + 120
-            while len(publisher.bindings) < bindings:
+            while len(publisher.bindings) < bindings or len(by_key.bindings) < bindings:
                 if time.monotonic() > deadline:
                     raise RuntimeError("the publisher did not list every binding")
                 time.sleep(0.1)
@@ -266,6 +270,9 @@ def run_shape(uri: str, shape: Shape, echo: Callable[[str], None], repeat: int =
                 setup.purge(channel)
                 rates["publisher"].append(_library_path(publisher, shape, channel,
                                                         setup.queues))
+                setup.purge(channel)
+                rates["publisher_key"].append(_library_path(by_key, shape, channel,
+                                                            setup.queues))
                 if sidecar:
                     setup.purge(channel)
                     rates["sidecar"].append(_pika_path(uri, setup.name, shape.rtopic_key,
@@ -288,6 +295,8 @@ def run_shape(uri: str, shape: Shape, echo: Callable[[str], None], repeat: int =
             "bindings_type": bindings_type, **medians,
             "publisher_vs_native": (medians["publisher_msgs_per_s"]
                                     / medians["native_msgs_per_s"]),
+            "publisher_key_vs_native": (medians["publisher_key_msgs_per_s"]
+                                        / medians["native_msgs_per_s"]),
             "plugin_probe_only": plugin_probed}
 
 
@@ -305,19 +314,20 @@ def run(uri: str = DEFAULT_URI, shapes: list[Shape] = SHAPES,
          "runs)")
     rows = [run_shape(uri, s, echo, repeat, management_uri, plugin_uri, sidecar, bindings,
                       bindings_type) for s in shapes]
-    paths = [p for p in ("native", "publisher", "sidecar", "plugin")
+    paths = [p for p in ("native", "publisher", "publisher_key", "sidecar", "plugin")
              if f"{p}_msgs_per_s" in rows[0]]
-    titles = {"native": "topic exchange", "publisher": "publisher-side", "sidecar": "sidecar",
+    titles = {"native": "topic exchange", "publisher": "publisher-side",
+              "publisher_key": "publisher-side, matched key", "sidecar": "sidecar",
               "plugin": "x-rtopic plugin"}
     echo("")
     echo("| scenario | " + " | ".join(f"{titles[p]} msg/s" for p in paths) +
-         " | publisher-side / topic exchange |")
-    echo("|---|" + "---:|" * (len(paths) + 1))
+         " | publisher-side / topic exchange | matched key / topic exchange |")
+    echo("|---|" + "---:|" * (len(paths) + 2))
     for r in rows:
         echo(f"| {r['scenario']} | " + " | ".join(
             f"{r[f'{p}_msgs_per_s']:,.0f}" + ("*" if p == "plugin" and r["plugin_probe_only"]
                                                else "") for p in paths)
-             + f" | {r['publisher_vs_native']:.2f} |")
+             + f" | {r['publisher_vs_native']:.2f} | {r['publisher_key_vs_native']:.2f} |")
     if any(r["plugin_probe_only"] for r in rows):
         echo(f"* the plugin's rate on a probe of {PROBE} messages: the full count would have "
              f"taken more than {PROBE_BUDGET:.0f} s")
@@ -325,11 +335,15 @@ def run(uri: str = DEFAULT_URI, shapes: list[Shape] = SHAPES,
 
 
 def json_rows(rows: list[dict]) -> list[dict]:
-    """The report rows: publisher-side routing against the native topic exchange."""
-    return [{"name": "publisher-side", "value": r["publisher_msgs_per_s"], "unit": "msg/s",
+    """The report rows: publisher-side routing (BCC, and matched key) against the native
+    topic exchange."""
+    return [{"name": name, "value": r[f"{path}_msgs_per_s"], "unit": "msg/s",
              "baseline": "native topic exchange", "baseline_value": r["native_msgs_per_s"],
-             "ratio": r["publisher_vs_native"], "ratio_means": "rtroute / baseline",
-             **{k: v for k, v in r.items() if k not in ("runs",)}} for r in rows]
+             "ratio": r[f"{path}_vs_native"], "ratio_means": "rtroute / baseline",
+             **{k: v for k, v in r.items() if k not in ("runs",)}}
+            for r in rows
+            for name, path in (("publisher-side", "publisher"),
+                               ("publisher-side, matched key", "publisher_key"))]
 
 
 def measure_visibility(uri: str = DEFAULT_URI, management_uri: str | None = None,

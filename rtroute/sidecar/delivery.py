@@ -60,6 +60,9 @@ class Publish:
     exchange: str
     routing_key: str
     bcc: tuple[str, ...] | None
+    # set when routing_key is the one matched binding key instead of the key as published
+    # (``by_matched_key``): the key as published, for a header
+    published_key: str | None = None
 
 
 def bcc_cost(keys: Iterable[str]) -> int:
@@ -74,6 +77,7 @@ def plan_delivery(
     matched: Iterable[str],
     destinations_of: Callable[[str], Iterable[Destination]],
     budget: int,
+    by_matched_key: bool = False,
 ) -> list[Publish]:
     """Returns the publishes that give every destination of ``matched`` exactly one copy.
 
@@ -84,10 +88,18 @@ def plan_delivery(
         matched: the distinct binding keys the message matched.
         destinations_of: where RabbitMQ delivers a publish routed with a given key.
         budget: bytes the ``BCC`` header may take in one header frame.
+        by_matched_key: a message without CC that matched one binding key is published
+            with that key as its routing key and no ``BCC`` (``published_key`` says the
+            key as published). RabbitMQ 3.x routes such a publish at the cost of a plain
+            one; a ``BCC`` costs it a header rewrite and a second lookup. The consumer then
+            sees the binding key as the routing key.
     """
     keys = sorted(set(matched))  # binding keys: at most 255 bytes each
     if not keys:
         return []
+    cc = list(cc)
+    if by_matched_key and len(keys) == 1 and not cc and keys[0] != routing_key:
+        return [Publish(bindings_exchange, keys[0], (), routing_key)]
     always_routed = {routing_key, *cc}
     if always_routed.issuperset(keys):
         # RabbitMQ routes the routing key and CC on every publish: an exact-key publish needs

@@ -38,12 +38,14 @@ class Decision:
         headers: the headers every republish carries (alias removed, everything else as is).
         error: why the message is dead-lettered, or None.
         unroutable: no binding matched.
+        matched: the distinct binding keys the message matched, sorted.
     """
 
     publishes: list[Publish] = field(default_factory=list)
     headers: dict = field(default_factory=dict)
     error: str | None = None
     unroutable: bool = False
+    matched: tuple[str, ...] = ()  # the distinct binding keys matched, sorted
 
 
 def field_table_size(value: Any) -> int:
@@ -88,12 +90,17 @@ class ExchangeRouter:
             :func:`rtroute.sidecar.delivery.bindings_exchange_type`): on a topic exchange
             RabbitMQ treats a bound key's literal ``*``/``#`` words as wildcards. It may be
             set later (once the broker said which type the exchange has).
+        by_matched_key: publish a message that matched one binding key with that key as
+            its routing key instead of a ``BCC`` (see
+            :func:`rtroute.sidecar.delivery.plan_delivery`).
     """
 
     def __init__(self, name: str, kind: str = "rtopic", bcc_alias: str = DEFAULT_BCC_ALIAS,
                  alternate_exchange: str | None = None,
-                 frame_max: int = DEFAULT_FRAME_MAX, bindings_type: str = "topic") -> None:
+                 frame_max: int = DEFAULT_FRAME_MAX, bindings_type: str = "topic",
+                 by_matched_key: bool = False) -> None:
         self.name = name
+        self.by_matched_key = by_matched_key
         self.bindings_type = bindings_type
         self.bindings_exchange = f"{name}.bindings"
         self.bcc_alias = bcc_alias
@@ -211,8 +218,8 @@ class ExchangeRouter:
             return Decision(publishes, headers, unroutable=True)
         budget = self.frame_max - FRAME_OVERHEAD - headers_size
         plan = plan_delivery(self.bindings_exchange, routing_key, cc, keys,
-                             self.destinations_of, budget)
-        return Decision(plan, headers)
+                             self.destinations_of, budget, self.by_matched_key)
+        return Decision(plan, headers, matched=tuple(sorted(set(keys))))
 
 
 class BrokerRoutedRouter:

@@ -95,6 +95,53 @@ def test_cc_kept_real_bcc_routed_and_stripped(channel, managed, broker_uri, mana
             assert method.routing_key == "server1.app1.mod1.info"
 
 
+def test_matched_key_delivery_reaches_the_plugins_queues_with_the_key_in_a_header(
+        channel, managed, broker_uri, management_uri):
+    """delivery="matched-key": the plugin's A-F deliveries; a message that matched one
+    binding key arrives with that key as its routing key and the key as published in
+    x-rtroute-routing-key, other messages as with BCC (the key as published, no header)."""
+    queues = bind_queues(channel, managed, PLUGIN)
+    with publisher(managed, broker_uri, management_uri, delivery="matched-key") as pub:
+        wait_for(lambda: len(pub.bindings) == len(PLUGIN))
+        rewritten = 0
+        for key, expected in [*README_TABLE, ("*.app2.mod1.warning", "D"),
+                              ("server1.*.mod2.#", "E")]:
+            future = pub.publish(key, key.encode(), headers={"other": 7})
+            assert future.result(timeout=10) is Outcome.ACKED
+            for letter, queue in queues.items():
+                got = drain(channel, queue)
+                assert len(got) == (letter in expected), (key, letter)
+                for method, properties, body in got:
+                    assert (method.exchange, body) == (f"{managed}.bindings", key.encode())
+                    if len(future.matched) == 1 and future.matched[0] != key:
+                        assert method.routing_key == future.matched[0] == PLUGIN[letter]
+                        assert properties.headers == {"other": 7,
+                                                      "x-rtroute-routing-key": key}
+                        rewritten += 1
+                    else:
+                        assert method.routing_key == key
+                        assert properties.headers == {"other": 7}
+        assert rewritten == 2
+        # a real BCC still routes (and is stripped); a CC keeps the key as published
+        pub.publish("server1.app1.mod1.info", b"b", headers={"BCC": ["#.error"]}
+                    ).result(timeout=10)
+        pub.publish("nothing.here", b"c", headers={"CC": ["server2.#"]}).result(timeout=10)
+    got = {letter: drain(channel, queue) for letter, queue in queues.items()}
+    assert sorted(letter for letter, msgs in got.items() for _ in msgs) == \
+        ["A", "B", "D", "F"]
+    for letter, msgs in got.items():
+        for method, properties, body in msgs:
+            assert "BCC" not in (properties.headers or {})
+            if body == b"c":
+                assert (method.routing_key, properties.headers) == \
+                    ("nothing.here", {"CC": ["server2.#"]})
+
+
+def test_delivery_must_be_bcc_or_matched_key(broker_uri):
+    with pytest.raises(ValueError, match="delivery must be one of bcc, matched-key"):
+        RTopicPublisher(broker_uri, "x", delivery="queues")
+
+
 def test_unroutable_mandatory_is_returned_and_a_plain_one_is_confirmed(
         channel, managed, broker_uri, management_uri):
     bind_queues(channel, managed, {"A": "a.b"})

@@ -102,3 +102,22 @@ def test_wildcard_bindings_reached_by_several_keys_keep_one_copy():
         got.update(reached)
     assert max(got.values()) == 1 and set(got) == {*[d for ds in exact.values() for d in ds],
                                                    q("wild")}
+
+
+def test_by_matched_key_publishes_one_matched_key_as_the_routing_key():
+    dbk = {"a.b": [q("A")], "a.c": [q("A"), q("B")], "c.d": [q("C")]}
+    plan = plan_delivery("x.bindings", "a.*", [], ["a.b"], lambda k: dbk.get(k, ()), 1000,
+                         by_matched_key=True)
+    assert plan == [Publish("x.bindings", "a.b", (), published_key="a.*")]
+    # several keys, a CC (routed and seen by the consumer) or an exact key: as without it
+    plan = plan_delivery("x.bindings", "a.*", [], ["a.c", "a.b"], lambda k: dbk.get(k, ()),
+                         1000, by_matched_key=True)
+    assert plan == [Publish("x.bindings", "a.*", ("a.b", "a.c"))]
+    plan = plan_delivery("x.bindings", "a.*", ["c.d"], ["a.b"], lambda k: dbk.get(k, ()),
+                         1000, by_matched_key=True)
+    assert plan == [Publish("x.bindings", "a.*", ("a.b",))]
+    plan = plan_delivery("x.bindings", "a.b", [], ["a.b"], lambda k: dbk.get(k, ()), 1000,
+                         by_matched_key=True)
+    assert plan == [Publish("x.bindings", "a.b", ())]
+    assert plan_delivery("x.bindings", "z.*", [], [], lambda k: (), 1000,
+                         by_matched_key=True) == []
