@@ -127,6 +127,9 @@ def test_publish_report(tmp_path, monkeypatch, broker_uri, management_uri):
     report = _run_json(tmp_path, "publish", "--uri", broker_uri, "--management-uri",
                        management_uri, "--repeat", "1", "--scale", "0.01", "--bindings", "200")
     rows = _check_rows(report, "publish", "msg/s")
-    assert [r["queues_per_message"] for r in rows] == [1, 10]
-    assert all(r["sidecar_msgs_per_s"] > 0 for r in rows)
+    # a row for publisher-side routing with BCC and one with the matched key, per shape
+    assert [(r["name"], r["queues_per_message"]) for r in rows] == [
+        ("publisher-side", 1), ("publisher-side, matched key", 1),
+        ("publisher-side", 10), ("publisher-side, matched key", 10)]
+    assert all(r["sidecar_msgs_per_s"] > 0 and r["publisher_key_msgs_per_s"] > 0 for r in rows)
     assert report["parameters"]["bindings"] == 200
