@@ -58,7 +58,7 @@ def free_port() -> int:
 
     low, high = _ephemeral_range()
     candidates = range(20000, low) if low - 20000 >= 2000 else range(high + 1, 65536)
-    for _ in range(200):
+    for _ in range(200 if candidates else 0):
         port = random.choice(candidates)
         if port in _handed_out:
             continue

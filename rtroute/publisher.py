@@ -526,23 +526,16 @@ class RTopicPublisher:
             if not window.has_room:
                 return False
             part = parts[0]
-            exchange, routing_key, bcc, published_key = \
-                part.exchange, part.routing_key, part.bcc, part.published_key
             try:
-                sent_headers = headers if published_key is None else \
-                    {**headers, PUBLISHED_KEY_HEADER: published_key}
                 if self._fast is not None:
-                    data, count = self._frames_of(exchange, routing_key, sent_headers, bcc,
-                                                  body, properties, mandatory, published_key)
-                    window.publish_frames(exchange, routing_key, data, count,
+                    data, count = self._frames_of(part, headers, body, properties, mandatory)
+                    window.publish_frames(part.exchange, part.routing_key, data, count,
                                           body if mandatory else None, mandatory,
                                           callback=self._on_part, context=future)
                 else:
-                    if bcc:
-                        sent_headers = {**sent_headers, "BCC": list(bcc)}
-                    window.publish(exchange, routing_key, body,
-                                   _with_headers(properties, sent_headers), mandatory,
-                                   callback=self._on_part, context=future)
+                    window.publish(part.exchange, part.routing_key, body,
+                                   _with_headers(properties, _sent_headers(headers, part)),
+                                   mandatory, callback=self._on_part, context=future)
             except ValueError as exc:  # a property or header value with no AMQP encoding
                 future._fail(exc)
                 future._parts -= len(parts)
@@ -560,29 +553,25 @@ class RTopicPublisher:
             self._part_settled(future)
         return True
 
-    def _frames_of(self, exchange: str, routing_key: str, headers: dict[str, Any],
-                   bcc: tuple[str, ...] | None, body: bytes,
-                   properties: pika.BasicProperties | None, mandatory: bool,
-                   published_key: str | None = None) -> tuple[bytes, int]:
+    def _frames_of(self, part: Publish, headers: dict[str, Any], body: bytes,
+                   properties: pika.BasicProperties | None, mandatory: bool
+                   ) -> tuple[bytes, int]:
         """The method, content header and body frames of one publish, and their number.
 
         A message without properties or headers of its own (the common case) has a method and
-        header frame that depend only on where it goes, its ``BCC`` (or ``published_key``,
-        whose header is already in ``headers``) and its body size: those are built once and
-        kept (at most :data:`FRAME_CACHE` of them).
+        header frame that depend only on the publish ``part`` (where it goes, its ``BCC`` or
+        key as published) and its body size: those are built once and kept (at most
+        :data:`FRAME_CACHE` of them).
 
         Raises:
             ValueError: a property with no encoding, or a header frame over ``frame_max``.
         """
         method_frames = self._fast[mandatory]
-        plain = properties is None and (not headers or (
-            published_key is not None and len(headers) == 1))
-        key = (exchange, routing_key, bcc, published_key, len(body), mandatory) \
-            if plain else None
+        plain = properties is None and not headers
+        key = (part, len(body), mandatory) if plain else None
         head = self._head_cache.get(key) if plain else None
         if head is None:
-            if bcc:
-                headers = {**headers, "BCC": list(bcc)}
+            headers = _sent_headers(headers, part)
             if properties is None and not headers:
                 header = content_header_frame(method_frames.channel, len(body), None)
             else:
@@ -593,7 +582,7 @@ class RTopicPublisher:
             if len(header) > self._frame_max:
                 raise ValueError(f"the properties and headers take {len(header)} bytes, more "
                                  f"than the connection's frame_max ({self._frame_max})")
-            head = method_frames.get(exchange, routing_key) + header
+            head = method_frames.get(part.exchange, part.routing_key) + header
             if plain:
                 if len(self._head_cache) >= FRAME_CACHE:
                     self._head_cache.clear()
@@ -638,6 +627,16 @@ class RTopicPublisher:
             future._fail(PublisherClosed(f"publisher of {self.exchange!r} closed before "
                                          "the message was sent"))
             self._part_settled(future)
+
+
+def _sent_headers(headers: dict[str, Any], part: Publish) -> dict[str, Any]:
+    """The headers one publish carries: the message's, plus its ``BCC`` or the key as
+    published (``delivery="matched-key"``)."""
+    if part.bcc:
+        return {**headers, "BCC": list(part.bcc)}
+    if part.published_key is not None:
+        return {**headers, PUBLISHED_KEY_HEADER: part.published_key}
+    return headers
 
 
 def _with_headers(properties: pika.BasicProperties | None,

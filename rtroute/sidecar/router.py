@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from rtroute.core import MAX_BINDING_BYTES, MAX_QUERY_BYTES, ForwardMatcher
@@ -38,14 +39,20 @@ class Decision:
         headers: the headers every republish carries (alias removed, everything else as is).
         error: why the message is dead-lettered, or None.
         unroutable: no binding matched.
-        matched: the distinct binding keys the message matched, sorted.
+        keys: the binding keys matched, as the core returned them.
     """
 
     publishes: list[Publish] = field(default_factory=list)
     headers: dict = field(default_factory=dict)
     error: str | None = None
     unroutable: bool = False
-    matched: tuple[str, ...] = ()  # the distinct binding keys matched, sorted
+    keys: Sequence[str] = ()
+
+    @cached_property
+    def matched(self) -> tuple[str, ...]:
+        """The distinct binding keys matched, sorted (computed when first asked: the
+        sidecar does not ask, and a decision shared by a batch computes it once)."""
+        return tuple(sorted(set(self.keys)))
 
 
 def field_table_size(value: Any) -> int:
@@ -219,7 +226,7 @@ class ExchangeRouter:
         budget = self.frame_max - FRAME_OVERHEAD - headers_size
         plan = plan_delivery(self.bindings_exchange, routing_key, cc, keys,
                              self.destinations_of, budget, self.by_matched_key)
-        return Decision(plan, headers, matched=tuple(sorted(set(keys))))
+        return Decision(plan, headers, keys=keys)
 
 
 class BrokerRoutedRouter:
