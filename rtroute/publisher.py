@@ -227,7 +227,10 @@ class RTopicPublisher:
         # the message being sent: (future, its publishes not yet sent, headers, body,
         # properties, mandatory)
         self._current: tuple | None = None
-        self._waiting = 0  # threads in _wait or a blocked publish: settling notifies them
+        self._waiting = 0  # threads in _wait: settling notifies them
+        # threads in publish() waiting for room in the outbox: routing (which makes room) and
+        # state changes notify them, settling does not (it makes no room)
+        self._blocked = 0
         self._window: ConfirmWindow | None = None
         self._channel: Any = None
         self._fast: dict[bool, frames.PublishFrames] | None = None
@@ -304,9 +307,9 @@ class RTopicPublisher:
                 dict(headers) if headers else None, mandatory)
         with self._condition:
             while len(self._outbox) >= self._max_pending and not self._closing:
-                self._waiting += 1
+                self._blocked += 1
                 self._condition.wait(1.0)
-                self._waiting -= 1
+                self._blocked -= 1
             if self._closing:
                 raise PublisherClosed(f"publisher of {self.exchange!r} is closed")
             self._outbox.append(item)
@@ -394,7 +397,7 @@ class RTopicPublisher:
     def _notify(self) -> None:
         # the state a waiter reads changed before this line, and a waiter counts itself
         # before it reads the state: one of the two sees the other
-        if self._waiting:
+        if self._waiting or self._blocked:
             with self._condition:
                 self._condition.notify_all()
 
@@ -491,32 +494,77 @@ class RTopicPublisher:
                 room = window.window - window.in_flight
                 batch = [self._outbox.popleft()
                          for _ in range(min(BATCH, len(self._outbox), room))]
-                self._condition.notify_all()  # room for blocked publishers
+                if self._blocked:
+                    self._condition.notify_all()  # room for blocked publishers
             self._route(batch, window)
 
     def _route(self, batch: list[tuple], window: ConfirmWindow) -> None:
         decisions = self._router.decide_many([(item[1], item[4]) for item in batch])
-        for item, decision in zip(batch, decisions):
+        fast = self._fast
+        # the frames before the body of a plain message's one publish, by id(publish): the
+        # batch's decisions hold their publishes, so an id names one publish until we return
+        heads: dict[tuple[int, int, bool], bytes] = {}
+        for index, (item, decision) in enumerate(zip(batch, decisions)):
             future, routing_key, body, properties, _headers, mandatory = item
+            if not window.has_room:
+                # the rest of the batch goes back to the front of the queue, in order
+                with self._condition:
+                    self._outbox.extendleft(reversed(batch[index:]))
+                return
             if decision.error is not None:
                 future._fail(PreconditionFailed(decision.error))
-                self.failed += 1
-                future._settle()
+                self._part_settled(future)
                 continue
             if decision.unroutable:  # the broker applies the alternate exchange / mandatory
                 self.unroutable += 1
-                parts = collections.deque([Publish(self.bindings_exchange, routing_key, None)])
+                parts = [Publish(self.bindings_exchange, routing_key, None)]
             else:
                 future.matched = decision.matched
-                parts = collections.deque(decision.publishes)
+                parts = decision.publishes
+            if fast is not None and len(parts) == 1 and properties is None \
+                    and not decision.headers:
+                # the common case in short: one publish of a message with no properties
+                self._send_plain(future, parts[0], body, mandatory, window, heads)
+                continue
             future._parts = len(parts)
-            self._current = (future, parts, decision.headers, body, properties, mandatory)
+            self._current = (future, collections.deque(parts), decision.headers, body,
+                             properties, mandatory)
             if not self._send_parts(window):
-                # the rest of the batch goes back to the front of the queue, in order
-                rest = batch[batch.index(item) + 1:]
                 with self._condition:
-                    self._outbox.extendleft(reversed(rest))
+                    self._outbox.extendleft(reversed(batch[index + 1:]))
                 return
+
+    def _send_plain(self, future: MessageFuture, part: Publish, body: bytes, mandatory: bool,
+                    window: ConfirmWindow, heads: dict[tuple[int, int, bool], bytes]) -> None:
+        """:meth:`_send_parts` for one publish of a message without properties or headers of
+        its own (the window has room)."""
+        key = (id(part), len(body), mandatory)
+        head = heads.get(key)
+        future._parts = 1
+        try:
+            if head is None:
+                head = heads[key] = self._head_of(part, {}, len(body), None, mandatory)
+            channel = self._fast[mandatory].channel
+            if len(body) <= self._frame_max - 8:
+                data = head + frames.body_frame(channel, body) if body else head
+                count = 3 if body else 2
+            else:
+                chunks = frames.body_frames(channel, body, self._frame_max)
+                data, count = head + b"".join(chunks), 2 + len(chunks)
+            window.publish_frames(part.exchange, part.routing_key, data, count,
+                                  body if mandatory else None, mandatory,
+                                  callback=self._on_part, context=future)
+        except ValueError as exc:  # a header frame over frame_max
+            future._fail(exc)
+            future._parts = 0
+            self._part_settled(future)
+            return
+        except Exception as exc:  # noqa: BLE001 - the channel is closing: fail, not lose
+            future._fail(PublishFailed(f"not sent: {exc}"))
+            future._parts = 0
+            self._part_settled(future)
+            return
+        self.published += 1
 
     def _send_parts(self, window: ConfirmWindow) -> bool:
         """Publish the current message's remaining parts; False if the window filled first."""
@@ -558,6 +606,17 @@ class RTopicPublisher:
                    ) -> tuple[bytes, int]:
         """The method, content header and body frames of one publish, and their number.
 
+        Raises:
+            ValueError: a property with no encoding, or a header frame over ``frame_max``.
+        """
+        head = self._head_of(part, headers, len(body), properties, mandatory)
+        chunks = frames.body_frames(self._fast[mandatory].channel, body, self._frame_max)
+        return head + b"".join(chunks), 2 + len(chunks)
+
+    def _head_of(self, part: Publish, headers: dict[str, Any], size: int,
+                 properties: pika.BasicProperties | None, mandatory: bool) -> bytes:
+        """The method and content header frames of one publish of a ``size``-byte body.
+
         A message without properties or headers of its own (the common case) has a method and
         header frame that depend only on the publish ``part`` (where it goes, its ``BCC`` or
         key as published) and its body size: those are built once and kept (at most
@@ -568,17 +627,17 @@ class RTopicPublisher:
         """
         method_frames = self._fast[mandatory]
         plain = properties is None and not headers
-        key = (part, len(body), mandatory) if plain else None
+        key = (part, size, mandatory) if plain else None
         head = self._head_cache.get(key) if plain else None
         if head is None:
             headers = _sent_headers(headers, part)
             if properties is None and not headers:
-                header = content_header_frame(method_frames.channel, len(body), None)
+                header = content_header_frame(method_frames.channel, size, None)
             else:
                 values = {} if properties is None else \
                     {name: getattr(properties, name, None) for name in PROPERTY_NAMES}
                 values["headers"] = headers or None
-                header = content_header_frame(method_frames.channel, len(body), values)
+                header = content_header_frame(method_frames.channel, size, values)
             if len(header) > self._frame_max:
                 raise ValueError(f"the properties and headers take {len(header)} bytes, more "
                                  f"than the connection's frame_max ({self._frame_max})")
@@ -587,20 +646,20 @@ class RTopicPublisher:
                 if len(self._head_cache) >= FRAME_CACHE:
                     self._head_cache.clear()
                 self._head_cache[key] = head
-        chunks = frames.body_frames(method_frames.channel, body, self._frame_max)
-        return head + b"".join(chunks), 2 + len(chunks)
+        return head
 
     def _on_part(self, part: PublishFuture) -> None:
         future: MessageFuture = part.context
         outcome = part.outcome
-        if outcome is Outcome.NACKED:
-            future._fail(PublishNacked(f"the broker nacked {future.routing_key!r}"))
-        elif outcome is Outcome.RETURNED:
-            future._fail(PublishReturned(
-                f"{future.routing_key!r} was returned: {part.reply_code} {part.reply_text}",
-                part.reply_code, part.reply_text))
-        elif outcome is Outcome.FAILED:
-            future._fail(PublishFailed(f"not confirmed: {part.reason}"))
+        if outcome is not Outcome.ACKED:
+            if outcome is Outcome.NACKED:
+                future._fail(PublishNacked(f"the broker nacked {future.routing_key!r}"))
+            elif outcome is Outcome.RETURNED:
+                future._fail(PublishReturned(
+                    f"{future.routing_key!r} was returned: {part.reply_code} "
+                    f"{part.reply_text}", part.reply_code, part.reply_text))
+            elif outcome is Outcome.FAILED:
+                future._fail(PublishFailed(f"not confirmed: {part.reason}"))
         future._parts -= 1
         if future._parts <= 0 and (self._current is None or self._current[0] is not future):
             self._part_settled(future)
@@ -612,8 +671,12 @@ class RTopicPublisher:
             self.confirmed += 1
         else:
             self.failed += 1
-        future._settle()
-        self._notify()
+        future._done = True
+        if future._callbacks is not None:
+            future._settle()
+        if self._waiting:  # not _notify: a publisher blocked for room needs no wake-up here
+            with self._condition:
+                self._condition.notify_all()
 
     def _fail_unsent(self) -> None:
         with self._condition:

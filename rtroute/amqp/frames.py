@@ -128,6 +128,11 @@ def rechannel(parts: list[bytes], channel: int, frame_max: int) -> list[bytes]:
     return out + body_frames(channel, body_of(parts), frame_max)
 
 
+def body_frame(channel: int, body: bytes) -> bytes:
+    """``body`` as one body frame (the caller checked that it fits in ``frame_max``)."""
+    return _FRAME_HEAD.pack(FRAME_BODY, channel, len(body)) + body + FRAME_END
+
+
 def body_frames(channel: int, body: bytes, frame_max: int) -> list[bytes]:
     """``body`` as body frames of at most ``frame_max`` bytes each (none for an empty body)."""
     chunk = frame_max - 8
