@@ -202,10 +202,10 @@ def bench_confirms(uri: str, persistent: bool, json_path: str | None) -> None:
 @click.option("--no-sidecar", is_flag=True, help="Leave the sidecar column out.")
 @scale_option
 @shape_bindings_option
-@click.option("--bindings-type", default="topic", show_default=True,
-              type=click.Choice(["topic", "direct"]),
-              help="Type of NAME.bindings (direct: RabbitMQ 4 indexes direct routing; needs "
-                   "--no-sidecar, which declares a topic exchange).")
+@click.option("--bindings-type", default="auto", show_default=True,
+              type=click.Choice(["auto", "topic", "direct"]),
+              help="Type of NAME.bindings (auto: what rtroute declares on this broker, "
+                   "direct from RabbitMQ 4, which indexes direct routing; topic before).")
 @click.option("--visibility", is_flag=True,
               help="Also measure bind/unbind -> seen by a running publisher (20 trials).")
 @json_option
@@ -216,11 +216,16 @@ def bench_publish(uri: str, management_uri: str | None, plugin_uri: str | None, 
     bindings; 1, 10, 100 queues/msg; literal, *, trailing # and leading # keys."""
     import dataclasses
 
-    from rtroute.bench.publish import SHAPES, json_rows, measure_visibility, run
+    from rtroute.bench.publish import (
+        SHAPES,
+        json_rows,
+        measure_visibility,
+        resolve_bindings_type,
+        run,
+    )
 
-    if bindings_type != "topic" and not no_sidecar:
-        raise click.UsageError("--bindings-type direct needs --no-sidecar")
     shapes = [dataclasses.replace(s, messages=max(100, int(s.messages * scale))) for s in SHAPES]
+    bindings_type = resolve_bindings_type(uri, bindings_type)
     rows = run(uri, shapes, echo=click.echo, repeat=repeat, management_uri=management_uri,
                plugin_uri=plugin_uri, sidecar=not no_sidecar, bindings=bindings,
                bindings_type=bindings_type)

@@ -236,8 +236,8 @@ def run_shape(uri: str, shape: Shape, echo: Callable[[str], None], repeat: int =
               bindings_type: str = "topic") -> dict:
     """Measures one shape on every path ``repeat`` times; returns the median rates.
 
-    ``bindings_type`` is the type of ``NAME.bindings`` (the sidecar declares a topic
-    exchange, so ``direct`` needs ``sidecar=False``)."""
+    ``bindings_type`` is the type of ``NAME.bindings`` (``topic`` or ``direct``; a sidecar
+    keeps the type it finds)."""
     from rtroute.publisher import RTopicPublisher
 
     tag = uuid.uuid4().hex[:6]
@@ -300,15 +300,31 @@ def run_shape(uri: str, shape: Shape, echo: Callable[[str], None], repeat: int =
             "plugin_probe_only": plugin_probed}
 
 
+def resolve_bindings_type(uri: str, bindings_type: str) -> str:
+    """``bindings_type``, or for ``auto`` the type rtroute declares ``NAME.bindings`` with on
+    the broker at ``uri`` (see :func:`rtroute.sidecar.delivery.bindings_exchange_type`)."""
+    if bindings_type != "auto":
+        return bindings_type
+    from rtroute.amqp.broker_identity import identity_from_server_properties
+    from rtroute.sidecar.delivery import bindings_exchange_type
+
+    conn = connect_blocking(uri, "rtroute bench publish")
+    try:
+        version = identity_from_server_properties(conn._impl.server_properties).version
+    finally:
+        conn.close()
+    return bindings_exchange_type(version)
+
+
 def run(uri: str = DEFAULT_URI, shapes: list[Shape] = SHAPES,
         echo: Callable[[str], None] = print, repeat: int = 3,
         management_uri: str | None = None, plugin_uri: str | None = None,
         sidecar: bool = True, bindings: int = BINDINGS,
-        bindings_type: str = "topic") -> list[dict]:
-    """Runs every shape; prints progress and a table of medians; returns the rows."""
-    if bindings_type != "topic" and sidecar:
-        raise ValueError("the sidecar declares NAME.bindings as a topic exchange: "
-                         f"bindings_type={bindings_type!r} needs sidecar=False")
+        bindings_type: str = "auto") -> list[dict]:
+    """Runs every shape; prints progress and a table of medians; returns the rows.
+    ``bindings_type`` is the type of ``NAME.bindings`` (``auto``: see
+    :func:`resolve_bindings_type`)."""
+    bindings_type = resolve_bindings_type(uri, bindings_type)
     echo(f"publisher-side routing vs native topic exchange ({bindings:,} bindings, "
          f"{BODY}-byte messages, NAME.bindings a {bindings_type} exchange, median of {repeat} "
          "runs)")
