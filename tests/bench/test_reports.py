@@ -120,7 +120,7 @@ def test_shovel_report(tmp_path, monkeypatch, broker_uri, mgmt):
     assert row["ack_mode"] == "on_confirm" and row["baseline"] == "RabbitMQ shovel plugin"
 
 
-def test_publish_report(tmp_path, monkeypatch, broker_uri, management_uri):
+def test_publish_report(tmp_path, monkeypatch, broker_uri, management_uri, broker_version):
     from rtroute.bench import publish
 
     monkeypatch.setattr(publish, "SHAPES", [publish.SHAPES[3], publish.SHAPES[4]])
@@ -133,3 +133,8 @@ def test_publish_report(tmp_path, monkeypatch, broker_uri, management_uri):
         ("publisher-side", 10), ("publisher-side, matched key", 10)]
     assert all(r["sidecar_msgs_per_s"] > 0 and r["publisher_key_msgs_per_s"] > 0 for r in rows)
     assert report["parameters"]["bindings"] == 200
+    # --bindings-type auto: what rtroute declares on this broker, the sidecar beside it
+    # 3.x: topic (a direct exchange scans every binding per BCC entry); 4.x: direct (indexed)
+    expected = "direct" if broker_version >= (4,) else "topic"
+    assert report["parameters"]["bindings_type"] == expected
+    assert {r["bindings_type"] for r in rows} == {expected}
