@@ -241,9 +241,16 @@ def demo(uri: str, management_uri: str | None) -> None:
 @click.option("--management-uri", default=None, envvar="RTROUTE_MANAGEMENT_URI",
               show_envvar=True, help="With --route-locally: the management API that lists "
                                      "the bindings [default: derived from --uri].")
+@click.option("--delivery", type=click.Choice(["bcc", "matched-key"]), default="bcc",
+              show_default=True,
+              help="With --route-locally: bcc delivers the key as published, as the plugin "
+                   "does; matched-key publishes a message that matched one binding key with "
+                   "that key (the published one in x-rtroute-routing-key), faster on "
+                   "RabbitMQ 3.x.")
 def publish(uri: str, exchange: str, routing_key: str, count: int, size: int,
             rate: float | None, window: int, cc: tuple, bcc_alias: tuple, bcc: tuple,
-            persistent: bool, route_locally: bool, management_uri: str | None) -> None:
+            persistent: bool, route_locally: bool, management_uri: str | None,
+            delivery: str) -> None:
     """Publish N messages with windowed publisher confirms; print rate and confirm latency.
 
     \b
@@ -261,6 +268,8 @@ def publish(uri: str, exchange: str, routing_key: str, count: int, size: int,
                                "sidecar: RabbitMQ strips BCC before the sidecar sees it)")
     if bcc:
         headers["BCC"] = list(bcc)
+    if delivery != "bcc" and not route_locally:
+        raise click.UsageError("--delivery needs --route-locally")
     if route_locally:
         from rtroute.publish_routed import publish_routed
 
@@ -269,7 +278,8 @@ def publish(uri: str, exchange: str, routing_key: str, count: int, size: int,
         try:
             result = publish_routed(uri, exchange, routing_key, count, size, management_uri,
                                     window=window, headers=headers or None,
-                                    persistent=persistent, echo=click.echo)
+                                    persistent=persistent, echo=click.echo,
+                                    delivery=delivery)
         except (ConnectionError, ValueError) as exc:
             raise click.ClickException(str(exc)) from None
         if result["failed"]:

@@ -29,6 +29,7 @@ def publish_routed(
     persistent: bool = False,
     echo: Callable[[str], Any] = print,
     progress_interval: float = 1.0,
+    delivery: str = "bcc",
 ) -> dict[str, Any]:
     """Publish ``count`` messages of ``size`` bytes with publisher-side routing and wait for
     every confirm.
@@ -42,8 +43,9 @@ def publish_routed(
         ConnectionError: the publisher could not start (the message says why).
     """
     body = b"x" * size
-    properties = pika.BasicProperties(
-        delivery_mode=pika.DeliveryMode.Persistent if persistent else None)
+    # none unless needed: a message without properties is sent from frames built once
+    properties = pika.BasicProperties(delivery_mode=pika.DeliveryMode.Persistent) \
+        if persistent else None
     failures: list[str] = []
 
     def on_done(future: MessageFuture) -> None:
@@ -52,7 +54,8 @@ def publish_routed(
             failures.append(f"{type(error).__name__}: {error}")
 
     with RTopicPublisher(uri, exchange, management_uri=management_uri, window=window,
-                         connection_name="rtroute publish --route-locally") as pub:
+                         connection_name="rtroute publish --route-locally",
+                         delivery=delivery) as pub:
         echo(f"routing on this side: {len(pub.bindings)} binding(s) of {exchange}.bindings")
         started = last = time.perf_counter()
         for i in range(count):

@@ -299,6 +299,35 @@ def test_rtroute_publish_route_locally(channel, managed, broker_uri, management_
     assert len(drain(channel, queues["B"])) == 50
 
 
+def test_rtroute_publish_route_locally_by_matched_key(channel, managed, broker_uri,
+                                                     management_uri):
+    from click.testing import CliRunner
+
+    from rtroute.cli import main
+
+    queues = bind_queues(channel, managed, {"A": "a.b", "B": "c.d"})
+    result = CliRunner().invoke(main, [
+        "publish", "--uri", broker_uri, "--management-uri", management_uri,
+        "--exchange", managed, "--routing-key", "*.b", "-n", "20", "--route-locally",
+        "--delivery", "matched-key", "--persistent"])
+    assert result.exit_code == 0, result.output
+    got = drain(channel, queues["A"])
+    assert len(got) == 20 and not drain(channel, queues["B"])
+    for method, properties, _body in got:
+        assert method.routing_key == "a.b" and properties.delivery_mode == 2
+        assert properties.headers == {"x-rtroute-routing-key": "*.b"}
+
+
+def test_rtroute_publish_delivery_without_route_locally_is_a_usage_error():
+    from click.testing import CliRunner
+
+    from rtroute.cli import main
+
+    result = CliRunner().invoke(main, ["publish", "--exchange", "x", "--delivery",
+                                       "matched-key"])
+    assert result.exit_code == 2 and "--delivery needs --route-locally" in result.output
+
+
 def test_rtroute_publish_bcc_without_route_locally_is_a_usage_error():
     from click.testing import CliRunner
 
