@@ -501,9 +501,9 @@ class RTopicPublisher:
     def _route(self, batch: list[tuple], window: ConfirmWindow) -> None:
         decisions = self._router.decide_many([(item[1], item[4]) for item in batch])
         fast = self._fast
-        # the frames before the body of a plain message's one publish, by id(publish): the
-        # batch's decisions hold their publishes, so an id names one publish until we return
-        heads: dict[tuple[int, int, bool], bytes] = {}
+        # the frames before the body of a plain message's one publish, by id(publish), each
+        # beside its publish (which it keeps alive: an id names one object while it lives)
+        heads: dict[tuple[int, int, bool], tuple[Publish, bytes]] = {}
         for index, (item, decision) in enumerate(zip(batch, decisions)):
             future, routing_key, body, properties, _headers, mandatory = item
             if not window.has_room:
@@ -535,15 +535,19 @@ class RTopicPublisher:
                 return
 
     def _send_plain(self, future: MessageFuture, part: Publish, body: bytes, mandatory: bool,
-                    window: ConfirmWindow, heads: dict[tuple[int, int, bool], bytes]) -> None:
+                    window: ConfirmWindow,
+                    heads: dict[tuple[int, int, bool], tuple[Publish, bytes]]) -> None:
         """:meth:`_send_parts` for one publish of a message without properties or headers of
         its own (the window has room)."""
         key = (id(part), len(body), mandatory)
-        head = heads.get(key)
+        known = heads.get(key)
         future._parts = 1
         try:
-            if head is None:
-                head = heads[key] = self._head_of(part, {}, len(body), None, mandatory)
+            if known is not None and known[0] is part:
+                head = known[1]
+            else:
+                head = self._head_of(part, {}, len(body), None, mandatory)
+                heads[key] = (part, head)
             channel = self._fast[mandatory].channel
             if len(body) <= self._frame_max - 8:
                 data = head + frames.body_frame(channel, body) if body else head

@@ -156,7 +156,12 @@ def test_unroutable_mandatory_is_returned_and_a_plain_one_is_confirmed(
 
 
 def test_unroutable_reaches_the_alternate_exchange_of_name_bindings(channel, broker_uri,
-                                                                    management_uri):
+                                                                    management_uri,
+                                                                    monkeypatch):
+    import rtroute.publisher
+
+    # a frame cache that starts over often: no publish may take another's frames
+    monkeypatch.setattr(rtroute.publisher, "FRAME_CACHE", 4)
     name = f"rtroute.test.pub.{uuid.uuid4().hex[:8]}"
     channel.exchange_declare(f"{name}.unroutable", "fanout", durable=True)
     channel.exchange_declare(f"{name}.bindings", "topic", durable=True,
@@ -166,7 +171,15 @@ def test_unroutable_reaches_the_alternate_exchange_of_name_bindings(channel, bro
         channel.queue_bind(kept, f"{name}.unroutable")
         with publisher(name, broker_uri, management_uri) as pub:
             pub.publish("no.#.such", b"m", mandatory=True).result(timeout=10)
-        assert [body for _m, _p, body in drain(channel, kept)] == [b"m"]
+            # many in one batch, each with its own key and frames
+            keys = [f"none.{i}" for i in range(300)]
+            futures = [pub.publish(key, key.encode()) for key in keys]
+            assert pub.wait_for_confirms(timeout=30)
+            assert all(f.exception() is None for f in futures)
+        got = drain(channel, kept)
+        assert [body for _m, _p, body in got[:1]] == [b"m"]
+        assert [(m.routing_key, body) for m, _p, body in got[1:]] == \
+            [(key, key.encode()) for key in keys]
     finally:
         channel.exchange_delete(f"{name}.bindings")
         channel.exchange_delete(f"{name}.unroutable")
