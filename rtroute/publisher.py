@@ -139,13 +139,16 @@ class MessageFuture:
         return Outcome.ACKED
 
     def add_done_callback(self, callback: Callable[[MessageFuture], Any]) -> None:
-        """Call ``callback(self)`` once settled (in the publisher's thread; at once if done)."""
-        if self._done:
-            callback(self)
-        elif self._callbacks is None:
-            self._callbacks = [callback]
-        else:
+        """Call ``callback(self)`` once settled (in the publisher's thread; at once, in this
+        one, if done). Safe from any thread: each callback runs exactly once."""
+        with self._owner._condition:  # one list, made once, whoever adds
+            if self._callbacks is None:
+                self._callbacks = []
             self._callbacks.append(callback)
+        # the settling thread marks the future done before it looks for callbacks: if it
+        # looked too early, this thread sees done and runs them
+        if self._done:
+            self._run_callbacks()
 
     def _fail(self, error: BaseException) -> None:
         if self._error is None:
@@ -153,8 +156,16 @@ class MessageFuture:
 
     def _settle(self) -> None:
         self._done = True
-        callbacks, self._callbacks = self._callbacks, None
-        for callback in callbacks or ():
+        if self._callbacks is not None:
+            self._run_callbacks()
+
+    def _run_callbacks(self) -> None:
+        callbacks = self._callbacks
+        while callbacks:
+            try:
+                callback = callbacks.pop(0)  # atomic: two threads never take the same one
+            except IndexError:
+                return
             try:
                 callback(self)
             except Exception:
@@ -675,9 +686,7 @@ class RTopicPublisher:
             self.confirmed += 1
         else:
             self.failed += 1
-        future._done = True
-        if future._callbacks is not None:
-            future._settle()
+        future._settle()
         if self._waiting:  # not _notify: a publisher blocked for room needs no wake-up here
             with self._condition:
                 self._condition.notify_all()
