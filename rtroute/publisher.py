@@ -103,7 +103,8 @@ class MessageFuture:
             it was routed.
     """
 
-    __slots__ = ("_callbacks", "_done", "_error", "_owner", "_parts", "matched", "routing_key")
+    __slots__ = ("_awaited", "_callbacks", "_done", "_error", "_owner", "_parts", "matched",
+                 "routing_key")
 
     def __init__(self, owner: RTopicPublisher, routing_key: str) -> None:
         self._owner = owner
@@ -113,6 +114,7 @@ class MessageFuture:
         self._done = False
         self._error: BaseException | None = None
         self._callbacks: list[Callable[[MessageFuture], Any]] | None = None
+        self._awaited = False  # a thread waits in result(): settling wakes it
 
     def done(self) -> bool:
         """True once the message has its outcome."""
@@ -131,6 +133,7 @@ class MessageFuture:
             rtroute.routing.PreconditionFailed: how the message failed.
         """
         if not self._done:
+            self._awaited = True  # before _wait reads done: see _part_settled
             self._owner._wait(self.done, timeout)
             if not self._done:
                 raise TimeoutError(f"message {self.routing_key!r} not confirmed in {timeout} s")
@@ -238,7 +241,9 @@ class RTopicPublisher:
         # the message being sent: (future, its publishes not yet sent, headers, body,
         # properties, mandatory)
         self._current: tuple | None = None
-        self._waiting = 0  # threads in _wait: settling notifies them
+        # threads in _wait: settling wakes them when a future they wait for is settled or
+        # the publisher becomes idle, state changes (_notify) always
+        self._waiting = 0
         # threads in publish() waiting for room in the outbox: routing (which makes room) and
         # state changes notify them, settling does not (it makes no room)
         self._blocked = 0
@@ -687,7 +692,10 @@ class RTopicPublisher:
         else:
             self.failed += 1
         future._settle()
-        if self._waiting:  # not _notify: a publisher blocked for room needs no wake-up here
+        # not _notify: a publisher blocked for room needs no wake-up here, and a thread in
+        # wait_for_confirms none until the last message settles (each wake-up is a switch of
+        # threads, which once per message costs the publishing loop dearly)
+        if future._awaited or (self._waiting and self._idle()):
             with self._condition:
                 self._condition.notify_all()
 
