@@ -516,10 +516,6 @@ class RTopicPublisher:
 
     def _route(self, batch: list[tuple], window: ConfirmWindow) -> None:
         decisions = self._router.decide_many([(item[1], item[4]) for item in batch])
-        fast = self._fast
-        # the frames before the body of a plain message's one publish, by id(publish), each
-        # beside its publish (which it keeps alive: an id names one object while it lives)
-        heads: dict[tuple[int, int, bool], tuple[Publish, bytes]] = {}
         for index, (item, decision) in enumerate(zip(batch, decisions)):
             future, routing_key, body, properties, _headers, mandatory = item
             if not window.has_room:
@@ -537,10 +533,12 @@ class RTopicPublisher:
             else:
                 future.matched = decision.matched
                 parts = decision.publishes
-            if fast is not None and len(parts) == 1 and properties is None \
-                    and not decision.headers:
-                # the common case in short: one publish of a message with no properties
-                self._send_plain(future, parts[0], body, mandatory, window, heads)
+            if len(parts) == 1:  # the common case: sent now (the window has room)
+                future._parts = 1
+                if not self._send_one(future, parts[0], decision.headers, body, properties,
+                                      mandatory, window):
+                    future._parts = 0
+                    self._part_settled(future)
                 continue
             future._parts = len(parts)
             self._current = (future, collections.deque(parts), decision.headers, body,
@@ -550,42 +548,6 @@ class RTopicPublisher:
                     self._outbox.extendleft(reversed(batch[index + 1:]))
                 return
 
-    def _send_plain(self, future: MessageFuture, part: Publish, body: bytes, mandatory: bool,
-                    window: ConfirmWindow,
-                    heads: dict[tuple[int, int, bool], tuple[Publish, bytes]]) -> None:
-        """:meth:`_send_parts` for one publish of a message without properties or headers of
-        its own (the window has room)."""
-        key = (id(part), len(body), mandatory)
-        known = heads.get(key)
-        future._parts = 1
-        try:
-            if known is not None and known[0] is part:
-                head = known[1]
-            else:
-                head = self._head_of(part, {}, len(body), None, mandatory)
-                heads[key] = (part, head)
-            channel = self._fast[mandatory].channel
-            if len(body) <= self._frame_max - 8:
-                data = head + frames.body_frame(channel, body) if body else head
-                count = 3 if body else 2
-            else:
-                chunks = frames.body_frames(channel, body, self._frame_max)
-                data, count = head + b"".join(chunks), 2 + len(chunks)
-            window.publish_frames(part.exchange, part.routing_key, data, count,
-                                  body if mandatory else None, mandatory,
-                                  callback=self._on_part, context=future)
-        except ValueError as exc:  # a header frame over frame_max
-            future._fail(exc)
-            future._parts = 0
-            self._part_settled(future)
-            return
-        except Exception as exc:  # noqa: BLE001 - the channel is closing: fail, not lose
-            future._fail(PublishFailed(f"not sent: {exc}"))
-            future._parts = 0
-            self._part_settled(future)
-            return
-        self.published += 1
-
     def _send_parts(self, window: ConfirmWindow) -> bool:
         """Publish the current message's remaining parts; False if the window filled first."""
         assert self._current is not None
@@ -593,45 +555,42 @@ class RTopicPublisher:
         while parts:
             if not window.has_room:
                 return False
-            part = parts[0]
-            try:
-                if self._fast is not None:
-                    data, count = self._frames_of(part, headers, body, properties, mandatory)
-                    window.publish_frames(part.exchange, part.routing_key, data, count,
-                                          body if mandatory else None, mandatory,
-                                          callback=self._on_part, context=future)
-                else:
-                    window.publish(part.exchange, part.routing_key, body,
-                                   _with_headers(properties, _sent_headers(headers, part)),
-                                   mandatory, callback=self._on_part, context=future)
-            except ValueError as exc:  # a property or header value with no AMQP encoding
-                future._fail(exc)
-                future._parts -= len(parts)
-                parts.clear()
-                break
-            except Exception as exc:  # noqa: BLE001 - the channel is closing: fail, not lose
-                future._fail(PublishFailed(f"not sent: {exc}"))
+            if not self._send_one(future, parts[0], headers, body, properties, mandatory,
+                                  window):
                 future._parts -= len(parts)
                 parts.clear()
                 break
             parts.popleft()
-            self.published += 1
         self._current = None
         if future._parts == 0:
             self._part_settled(future)
         return True
 
-    def _frames_of(self, part: Publish, headers: dict[str, Any], body: bytes,
-                   properties: pika.BasicProperties | None, mandatory: bool
-                   ) -> tuple[bytes, int]:
-        """The method, content header and body frames of one publish, and their number.
-
-        Raises:
-            ValueError: a property with no encoding, or a header frame over ``frame_max``.
-        """
-        head = self._head_of(part, headers, len(body), properties, mandatory)
-        chunks = frames.body_frames(self._fast[mandatory].channel, body, self._frame_max)
-        return head + b"".join(chunks), 2 + len(chunks)
+    def _send_one(self, future: MessageFuture, part: Publish, headers: dict[str, Any],
+                  body: bytes, properties: pika.BasicProperties | None, mandatory: bool,
+                  window: ConfirmWindow) -> bool:
+        """Publish one part of ``future``'s message (the window has room); False if it could
+        not be sent, the future then failed with the reason."""
+        try:
+            if self._fast is not None:
+                data, count = frames.content_after(
+                    self._head_of(part, headers, len(body), properties, mandatory),
+                    self._fast[mandatory].channel, body, self._frame_max)
+                window.publish_frames(part.exchange, part.routing_key, data, count,
+                                      body if mandatory else None, mandatory,
+                                      callback=self._on_part, context=future)
+            else:
+                window.publish(part.exchange, part.routing_key, body,
+                               _with_headers(properties, _sent_headers(headers, part)),
+                               mandatory, callback=self._on_part, context=future)
+        except ValueError as exc:  # a property or header value with no AMQP encoding
+            future._fail(exc)
+            return False
+        except Exception as exc:  # noqa: BLE001 - the channel is closing: fail, not lose
+            future._fail(PublishFailed(f"not sent: {exc}"))
+            return False
+        self.published += 1
+        return True
 
     def _head_of(self, part: Publish, headers: dict[str, Any], size: int,
                  properties: pika.BasicProperties | None, mandatory: bool) -> bytes:
@@ -671,15 +630,14 @@ class RTopicPublisher:
     def _on_part(self, part: PublishFuture) -> None:
         future: MessageFuture = part.context
         outcome = part.outcome
-        if outcome is not Outcome.ACKED:
-            if outcome is Outcome.NACKED:
-                future._fail(PublishNacked(f"the broker nacked {future.routing_key!r}"))
-            elif outcome is Outcome.RETURNED:
-                future._fail(PublishReturned(
-                    f"{future.routing_key!r} was returned: {part.reply_code} "
-                    f"{part.reply_text}", part.reply_code, part.reply_text))
-            elif outcome is Outcome.FAILED:
-                future._fail(PublishFailed(f"not confirmed: {part.reason}"))
+        if outcome is Outcome.NACKED:
+            future._fail(PublishNacked(f"the broker nacked {future.routing_key!r}"))
+        elif outcome is Outcome.RETURNED:
+            future._fail(PublishReturned(
+                f"{future.routing_key!r} was returned: {part.reply_code} {part.reply_text}",
+                part.reply_code, part.reply_text))
+        elif outcome is Outcome.FAILED:
+            future._fail(PublishFailed(f"not confirmed: {part.reason}"))
         future._parts -= 1
         if future._parts <= 0 and (self._current is None or self._current[0] is not future):
             self._part_settled(future)

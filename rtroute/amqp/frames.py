@@ -128,11 +128,6 @@ def rechannel(parts: list[bytes], channel: int, frame_max: int) -> list[bytes]:
     return out + body_frames(channel, body_of(parts), frame_max)
 
 
-def body_frame(channel: int, body: bytes) -> bytes:
-    """``body`` as one body frame (the caller checked that it fits in ``frame_max``)."""
-    return _FRAME_HEAD.pack(FRAME_BODY, channel, len(body)) + body + FRAME_END
-
-
 def body_frames(channel: int, body: bytes, frame_max: int) -> list[bytes]:
     """``body`` as body frames of at most ``frame_max`` bytes each (none for an empty body)."""
     chunk = frame_max - 8
@@ -141,6 +136,18 @@ def body_frames(channel: int, body: bytes, frame_max: int) -> list[bytes]:
             if body else []
     return [_FRAME_HEAD.pack(FRAME_BODY, channel, len(piece)) + piece + FRAME_END
             for piece in (body[i:i + chunk] for i in range(0, len(body), chunk))]
+
+
+def content_after(head: bytes, channel: int, body: bytes, frame_max: int
+                  ) -> tuple[bytes, int]:
+    """``head`` (a publish's method and content header frames) followed by ``body``'s body
+    frames, as one ``bytes``, and the number of frames in it."""
+    if not body:
+        return head, 2
+    if len(body) <= frame_max - 8:  # one body frame: no list to build and join
+        return head + _FRAME_HEAD.pack(FRAME_BODY, channel, len(body)) + body + FRAME_END, 3
+    chunks = body_frames(channel, body, frame_max)
+    return head + b"".join(chunks), 2 + len(chunks)
 
 
 def content_header_size(data: bytes) -> int:

@@ -147,10 +147,10 @@ def publish(
             frame_max = connection_.params.frame_max
             number = channel.channel_number
             header = content_header_frame(number, len(body), properties)
-            chunks = frames.body_frames(number, body, frame_max)
-            run["frames"] = [(frames.publish_frame(number, frames.shortstr(exchange),
-                                                   frames.shortstr(key), mandatory)
-                              + header + b"".join(chunks), 2 + len(chunks)) for key in keys]
+            run["frames"] = [frames.content_after(
+                frames.publish_frame(number, frames.shortstr(exchange), frames.shortstr(key),
+                                     mandatory) + header, number, body, frame_max)
+                for key in keys]
             confirm_window.read_confirms_from(reader)
         except (RuntimeError, ValueError, AttributeError) as exc:
             echo(f"publishing through pika (slower): {exc}")
