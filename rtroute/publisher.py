@@ -251,6 +251,11 @@ class RTopicPublisher:
         self._channel: Any = None
         self._fast: dict[bool, frames.PublishFrames] | None = None
         self._head_cache: dict[tuple, bytes] = {}  # of one connection (its channel number)
+        self._last_head: tuple = (None, -1, None, b"")  # (publish, size, mandatory, head)
+        # publishes of this ioloop turn not yet handed to the window (see _flush_bulk)
+        self._bulk_messages: list[bytes] = []
+        self._bulk_futures: list[MessageFuture] = []
+        self._bulk_frames = 0
         self._frame_max = 131072
         self._closing = False
         self._closed = False
@@ -432,12 +437,14 @@ class RTopicPublisher:
             self._fast = {flag: frames.PublishFrames(channel.channel_number, 4096, flag)
                           for flag in (False, True)}
             self._head_cache = {}
+            self._last_head = (None, -1, None, b"")
         except RuntimeError as exc:
             LOG.warning("publishing through pika (slower): %s", exc)
             reader, self._fast = None, None
         # resume at half a window: publishes then go out in batches, not one per confirm
         window = ConfirmWindow(channel, self._window_size, on_writable=self._drain,
-                               low_watermark=self._window_size // 2)
+                               low_watermark=self._window_size // 2,
+                               on_bulk_settled=self._on_parts_settled)
         window.start(on_ready=self._drain)
         if reader is not None:
             window.read_confirms_from(reader)
@@ -498,27 +505,35 @@ class RTopicPublisher:
         window = self._window
         if window is None or window.closed or not self._watcher.ready:
             return
-        while window.has_room:
-            if self._current is not None:
-                if not self._send_parts(window):
-                    return
-                continue
-            with self._condition:
-                if not self._outbox:
-                    return
-                # no more than fits: a message routed but not sent is routed again later
-                room = window.window - window.in_flight
-                batch = [self._outbox.popleft()
-                         for _ in range(min(BATCH, len(self._outbox), room))]
-                if self._blocked:
-                    self._condition.notify_all()  # room for blocked publishers
-            self._route(batch, window)
+        try:
+            while self._has_room(window):
+                if self._current is not None:
+                    if not self._send_parts(window):
+                        return
+                    continue
+                with self._condition:
+                    if not self._outbox:
+                        return
+                    # no more than fits: a message routed but not sent is routed again later
+                    room = window.window - window.in_flight - len(self._bulk_futures)
+                    batch = [self._outbox.popleft()
+                             for _ in range(min(BATCH, len(self._outbox), room))]
+                    if self._blocked:
+                        self._condition.notify_all()  # room for blocked publishers
+                self._route(batch, window)
+        finally:
+            self._flush_bulk(window)
+
+    def _has_room(self, window: ConfirmWindow) -> bool:
+        """The window has room for one more publish beside those gathered in bulk."""
+        return window.in_flight + len(self._bulk_futures) < window.window \
+            and not window.closed
 
     def _route(self, batch: list[tuple], window: ConfirmWindow) -> None:
         decisions = self._router.decide_many([(item[1], item[4]) for item in batch])
         for index, (item, decision) in enumerate(zip(batch, decisions)):
             future, routing_key, body, properties, _headers, mandatory = item
-            if not window.has_room:
+            if not self._has_room(window):
                 # the rest of the batch goes back to the front of the queue, in order
                 with self._condition:
                     self._outbox.extendleft(reversed(batch[index:]))
@@ -553,7 +568,7 @@ class RTopicPublisher:
         assert self._current is not None
         future, parts, headers, body, properties, mandatory = self._current
         while parts:
-            if not window.has_room:
+            if not self._has_room(window):
                 return False
             if not self._send_one(future, parts[0], headers, body, properties, mandatory,
                                   window):
@@ -576,9 +591,16 @@ class RTopicPublisher:
                 data, count = frames.content_after(
                     self._head_of(part, headers, len(body), properties, mandatory),
                     self._fast[mandatory].channel, body, self._frame_max)
-                window.publish_frames(part.exchange, part.routing_key, data, count,
-                                      body if mandatory else None, mandatory,
-                                      callback=self._on_part, context=future)
+                if not mandatory:  # written with the others by _flush_bulk
+                    self._bulk_messages.append(data)
+                    self._bulk_futures.append(future)
+                    self._bulk_frames += count
+                    self.published += 1
+                    return True
+                self._flush_bulk(window)  # the window numbers publishes in writing order
+                # a return is matched to its PublishFuture
+                window.publish_frames(part.exchange, part.routing_key, data, count, body,
+                                      True, callback=self._on_part, context=future)
             else:
                 window.publish(part.exchange, part.routing_key, body,
                                _with_headers(properties, _sent_headers(headers, part)),
@@ -592,6 +614,19 @@ class RTopicPublisher:
         self.published += 1
         return True
 
+    def _flush_bulk(self, window: ConfirmWindow) -> None:
+        """Hand the publishes gathered by :meth:`_send_one` to the window at once."""
+        futures = self._bulk_futures
+        if not futures:
+            return
+        messages, count = self._bulk_messages, self._bulk_frames
+        self._bulk_messages, self._bulk_futures, self._bulk_frames = [], [], 0
+        try:
+            window.publish_frames_in_bulk(messages, count, futures)
+        except Exception as exc:  # noqa: BLE001 - the channel is closing: fail, not lose
+            self.published -= len(futures)
+            self._on_parts_settled(futures, Outcome.FAILED, f"not sent: {exc}")
+
     def _head_of(self, part: Publish, headers: dict[str, Any], size: int,
                  properties: pika.BasicProperties | None, mandatory: bool) -> bytes:
         """The method and content header frames of one publish of a ``size``-byte body.
@@ -604,11 +639,19 @@ class RTopicPublisher:
         Raises:
             ValueError: a property with no encoding, or a header frame over ``frame_max``.
         """
-        method_frames = self._fast[mandatory]
         plain = properties is None and not headers
-        key = (part, size, mandatory) if plain else None
-        head = self._head_cache.get(key) if plain else None
+        if plain:
+            # messages of one routing key share their decision, so their publish: the last
+            # head is checked by identity before the cache hashes the publish
+            last = self._last_head
+            if last[0] is part and last[1] == size and last[2] is mandatory:
+                return last[3]
+            key = (part, size, mandatory)
+            head = self._head_cache.get(key)
+        else:
+            head = None
         if head is None:
+            method_frames = self._fast[mandatory]
             headers = _sent_headers(headers, part)
             if properties is None and not headers:
                 header = content_header_frame(method_frames.channel, size, None)
@@ -625,35 +668,56 @@ class RTopicPublisher:
                 if len(self._head_cache) >= FRAME_CACHE:
                     self._head_cache.clear()
                 self._head_cache[key] = head
+        if plain:
+            self._last_head = (part, size, mandatory, head)
         return head
 
     def _on_part(self, part: PublishFuture) -> None:
+        """The outcome of a mandatory publish (the others come in bulk)."""
         future: MessageFuture = part.context
-        outcome = part.outcome
-        if outcome is Outcome.NACKED:
-            future._fail(PublishNacked(f"the broker nacked {future.routing_key!r}"))
-        elif outcome is Outcome.RETURNED:
+        if part.outcome is Outcome.RETURNED:
             future._fail(PublishReturned(
                 f"{future.routing_key!r} was returned: {part.reply_code} {part.reply_text}",
                 part.reply_code, part.reply_text))
+        self._on_parts_settled([future], part.outcome, part.reason)
+
+    def _on_parts_settled(self, futures: list[MessageFuture], outcome: Outcome,
+                          reason: str | None) -> None:
+        """One publish of each of ``futures`` settled with ``outcome`` (the window's
+        ``on_bulk_settled``); a future is settled with its last publish."""
+        if outcome is Outcome.NACKED:
+            for future in futures:
+                future._fail(PublishNacked(f"the broker nacked {future.routing_key!r}"))
         elif outcome is Outcome.FAILED:
-            future._fail(PublishFailed(f"not confirmed: {part.reason}"))
-        future._parts -= 1
-        if future._parts <= 0 and (self._current is None or self._current[0] is not future):
-            self._part_settled(future)
+            for future in futures:
+                future._fail(PublishFailed(f"not confirmed: {reason}"))
+        current = self._current[0] if self._current is not None else None
+        complete = []
+        for future in futures:
+            future._parts -= 1
+            if future._parts <= 0 and future is not current:
+                complete.append(future)
+        self._settle_futures(complete)
 
     def _part_settled(self, future: MessageFuture) -> None:
-        if future._done:
-            return
-        if future._error is None:
-            self.confirmed += 1
-        else:
-            self.failed += 1
-        future._settle()
+        self._settle_futures((future,))
+
+    def _settle_futures(self, futures: list[MessageFuture] | tuple[MessageFuture]) -> None:
+        """Give each of ``futures`` its outcome (once: a settled one is skipped)."""
+        awaited = False
+        for future in futures:
+            if future._done:
+                continue
+            if future._error is None:
+                self.confirmed += 1
+            else:
+                self.failed += 1
+            future._settle()
+            awaited = awaited or future._awaited
         # not _notify: a publisher blocked for room needs no wake-up here, and a thread in
         # wait_for_confirms none until the last message settles (each wake-up is a switch of
         # threads, which once per message costs the publishing loop dearly)
-        if future._awaited or (self._waiting and self._idle()):
+        if awaited or (self._waiting and self._idle()):
             with self._condition:
                 self._condition.notify_all()
 

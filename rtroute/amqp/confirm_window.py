@@ -173,6 +173,10 @@ class ConfirmWindow:
         low_watermark: see ``on_writable``; default ``window - 1`` (resume at the first free slot).
         on_closed: ``on_closed(reason)`` after the channel closed and every unsettled publish was
             reported ``FAILED``.
+        on_bulk_settled: ``on_bulk_settled(contexts, outcome, reason)`` for the publishes of
+            :meth:`publish_frames_in_bulk`: the contexts of those one confirm (or the close)
+            settled, in publish order, their :class:`Outcome`, and the close reason when
+            ``FAILED``.
 
     Attributes (counters since start): ``published``, ``acked``, ``nacked``, ``returned``,
     ``failed``, ``unmatched_returns`` (returns no in-flight publish accounts for).
@@ -185,6 +189,7 @@ class ConfirmWindow:
         on_writable: Callable[[], Any] | None = None,
         low_watermark: int | None = None,
         on_closed: Callable[[str], Any] | None = None,
+        on_bulk_settled: Callable[[list, Outcome, str | None], Any] | None = None,
     ) -> None:
         if window < 1:
             raise ValueError("window must be at least 1")
@@ -199,7 +204,9 @@ class ConfirmWindow:
         self._low_watermark = low_watermark
         self._on_writable = on_writable
         self._on_closed = on_closed
-        self._pending: dict[int, PublishFuture] = {}
+        self._on_bulk_settled = on_bulk_settled
+        # a PublishFuture, or the bare context of a publish_frames_in_bulk
+        self._pending: dict[int, Any] = {}
         self._mandatory: collections.deque[PublishFuture] = collections.deque()
         self._next_tag = 1
         self._lowest_unsettled = 1
@@ -408,6 +415,48 @@ class ConfirmWindow:
             self._was_full = True
         return future
 
+    def publish_frames_in_bulk(self, messages: list[bytes], frame_count: int,
+                               contexts: list) -> None:
+        """Publish messages given as ready-made frames, as :meth:`publish_frames` without
+        ``mandatory``, and with no :class:`PublishFuture`: ``messages`` holds each one's
+        frames, ``frame_count`` the frames of them all, ``contexts`` one object per message
+        (not a :class:`PublishFuture`), which reaches the window's ``on_bulk_settled`` with
+        the others one confirm settles. A publisher with thousands in flight pays for a future
+        and a callback per message otherwise.
+
+        Raises:
+            WindowFull: fewer free slots than ``messages`` (nothing was sent).
+            WindowClosed, RuntimeError: as :meth:`publish_frames` (RuntimeError also without
+                ``on_bulk_settled``).
+            pika.exceptions.ChannelWrongStateError: the channel or connection is closing.
+        """
+        if self._closed_reason is not None or not self._started \
+                or self._on_bulk_settled is None or self._blocking:
+            self._check_open("publish_frames_in_bulk")
+            raise RuntimeError("publish_frames_in_bulk needs a SelectConnection channel and "
+                               "on_bulk_settled")
+        pending = self._pending
+        count = len(contexts)
+        if len(pending) + count > self._window:
+            self._was_full = True
+            raise WindowFull(f"{len(pending)} publishes in flight, room for "
+                             f"{self._window - len(pending)}, not {count}")
+        channel = self._impl
+        connection = channel.connection
+        if not channel.is_open or connection.is_closing or connection.is_closed:
+            raise pika.exceptions.ChannelWrongStateError("channel is closing or closed")
+        tag = self._next_tag
+        pending.update(zip(range(tag, tag + count), contexts))
+        self._next_tag = tag + count
+        self._frames.extend(messages)
+        self._frame_count += frame_count
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            connection.ioloop.call_later(0, self.flush_frames)
+        self.published += count
+        if len(pending) >= self._window:
+            self._was_full = True
+
     def flush_frames(self) -> None:
         """Write what :meth:`publish_frames` buffered (one write for the lot)."""
         self._flush_scheduled = False
@@ -453,24 +502,34 @@ class ConfirmWindow:
             return
         now = time.perf_counter()
         pending = self._pending
+        bulk: list = []
         if multiple:
             if tag == 0:  # AMQP: multiple with tag 0 means every outstanding publish
                 tag = self._next_tag - 1
             for seq in range(self._lowest_unsettled, tag + 1):
                 future = pending.pop(seq, None)
-                if future is not None:
+                if future is None:
+                    continue
+                if type(future) is PublishFuture:
                     self._settle(future, outcome, now)
+                else:
+                    bulk.append(future)
             self._lowest_unsettled = max(self._lowest_unsettled, tag + 1)
         else:
             future = pending.pop(tag, None)
             if future is None:
                 LOGGER.warning("second confirm for sequence number %d ignored", tag)
                 return
-            self._settle(future, outcome, now)
+            if type(future) is PublishFuture:
+                self._settle(future, outcome, now)
+            else:
+                bulk.append(future)
             lowest = self._lowest_unsettled
             while lowest < self._next_tag and lowest not in pending:
                 lowest += 1
             self._lowest_unsettled = lowest
+        if bulk:
+            self._settle_bulk(bulk, outcome, None)
         self._after_settling()
 
     def _on_return(self, _channel: Any, method: Any, _properties: Any, body: bytes) -> None:
@@ -508,11 +567,17 @@ class ConfirmWindow:
         self._frame_count = 0
         now = time.perf_counter()
         pending = self._pending
+        bulk = []
         for tag in sorted(pending):
             future = pending[tag]
-            future.reason = self._closed_reason
-            self._settle(future, Outcome.FAILED, now)
+            if type(future) is PublishFuture:
+                future.reason = self._closed_reason
+                self._settle(future, Outcome.FAILED, now)
+            else:
+                bulk.append(future)
         pending.clear()
+        if bulk:
+            self._settle_bulk(bulk, Outcome.FAILED, self._closed_reason)
         self._mandatory.clear()
         self._after_settling()
         if self._on_closed is not None:
@@ -571,6 +636,18 @@ class ConfirmWindow:
                     callback(future)
                 except Exception:
                     LOGGER.exception("publish callback failed for %r", future)
+
+    def _settle_bulk(self, contexts: list, outcome: Outcome, reason: str | None) -> None:
+        if outcome is Outcome.ACKED:
+            self.acked += len(contexts)
+        elif outcome is Outcome.NACKED:
+            self.nacked += len(contexts)
+        else:
+            self.failed += len(contexts)
+        try:
+            self._on_bulk_settled(contexts, outcome, reason)  # type: ignore[misc]
+        except Exception:
+            LOGGER.exception("on_bulk_settled failed for %d publishes", len(contexts))
 
     def _after_settling(self) -> None:
         in_flight = len(self._pending)

@@ -271,6 +271,78 @@ def test_ready_made_frames_as_a_list_with_a_lazy_body_are_matched_by_returns():
     assert made == [b"b0", b"b1"]
 
 
+def bulk_window(window_size=10):
+    """A window on a FrameWritingPlayer whose bulk outcomes are recorded as
+    ``(contexts, outcome, reason)``."""
+    player = FrameWritingPlayer()
+    settled = []
+    window = ConfirmWindow(player, window=window_size,
+                           on_bulk_settled=lambda *outcome: settled.append(outcome))
+    window.start()
+    return player, window, settled
+
+
+def test_bulk_publishes_are_settled_together_in_publish_order():
+    player, window, settled = bulk_window()
+    window.publish_frames_in_bulk([b"m1", b"m2", b"m3"], 9, ["a", "b", "c"])
+    window.publish_frames_in_bulk([b"m4"], 3, ["d"])
+    assert window.in_flight == 4 and window._frames == [b"m1", b"m2", b"m3", b"m4"]
+    player.ack(2, multiple=True)
+    player.nack(3)
+    player.ack(4)
+    assert settled == [(["a", "b"], Outcome.ACKED, None), (["c"], Outcome.NACKED, None),
+                       (["d"], Outcome.ACKED, None)]
+    assert (window.acked, window.nacked, window.in_flight) == (3, 1, 0)
+
+
+def test_bulk_and_tracked_publishes_share_one_sequence():
+    player, window, settled = bulk_window()
+    window.publish_frames_in_bulk([b"m1"], 3, ["a"])
+    tracked = window.publish_frames("ex", "k", b"m2", 3)
+    window.publish_frames_in_bulk([b"m3"], 3, ["c"])
+    assert tracked.delivery_tag == 2
+    player.ack(3, multiple=True)
+    assert tracked.outcome is Outcome.ACKED
+    assert settled == [(["a", "c"], Outcome.ACKED, None)]
+
+
+def test_close_fails_unsettled_bulk_publishes_with_the_reason():
+    player, window, settled = bulk_window()
+    window.publish_frames_in_bulk([b"m1", b"m2", b"m3"], 9, ["a", "b", "c"])
+    player.ack(1)
+    player.close("CHANNEL_ERROR - gone")
+    assert settled[-1] == (["b", "c"], Outcome.FAILED, "CHANNEL_ERROR - gone")
+    with pytest.raises(WindowClosed):
+        window.publish_frames_in_bulk([b"m4"], 3, ["d"])
+
+
+def test_bulk_publishes_beyond_the_window_are_refused_whole():
+    _player, window, _settled = bulk_window(window_size=3)
+    window.publish_frames_in_bulk([b"m1", b"m2"], 6, ["a", "b"])
+    with pytest.raises(WindowFull):
+        window.publish_frames_in_bulk([b"m3", b"m4"], 6, ["c", "d"])
+    assert window.in_flight == 2 and window._frames == [b"m1", b"m2"]
+    window.publish_frames_in_bulk([b"m3"], 3, ["c"])
+    assert not window.has_room
+
+
+def test_bulk_publishing_needs_on_bulk_settled():
+    window = ConfirmWindow(FrameWritingPlayer(), window=10)
+    window.start()
+    with pytest.raises(RuntimeError, match="on_bulk_settled"):
+        window.publish_frames_in_bulk([b"m1"], 3, ["a"])
+
+
+def test_a_failing_on_bulk_settled_does_not_break_the_window(caplog):
+    player = FrameWritingPlayer()
+    window = ConfirmWindow(player, window=10, on_bulk_settled=lambda *_: 1 / 0)
+    window.start()
+    window.publish_frames_in_bulk([b"m1", b"m2"], 6, ["a", "b"])
+    player.ack(2, multiple=True)
+    assert window.in_flight == 0 and window.acked == 2
+    assert "on_bulk_settled failed" in caplog.text
+
+
 # -- against the broker -----------------------------------------------------------------------
 
 

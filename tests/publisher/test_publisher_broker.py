@@ -11,7 +11,7 @@ import pytest
 from rtroute import RTopicPublisher
 from rtroute.amqp.confirm_window import Outcome
 from rtroute.demo import PLUGIN_QUEUES, PLUGIN_README_TABLE
-from rtroute.publisher import PublishFailed, PublishReturned
+from rtroute.publisher import PublishFailed, PublishNacked, PublishReturned
 from rtroute.routing import PreconditionFailed
 
 from ..conftest import wait_for
@@ -153,6 +153,31 @@ def test_unroutable_mandatory_is_returned_and_a_plain_one_is_confirmed(
         future = pub.publish("x.#", b"plain")
         assert future.result(timeout=10) is Outcome.ACKED and future.matched == ()
         assert pub.status()["unroutable"] == 2
+
+
+def test_a_full_queue_that_rejects_publishes_nacks_those_messages_only(
+        channel, managed, broker_uri, management_uri):
+    # x-overflow=reject-publish: the broker nacks what the full queue refuses (RabbitMQ 3.x
+    # and 4.x alike); the publisher's futures say which messages those were
+    queue = channel.queue_declare("", exclusive=True, arguments={
+        "x-max-length": 3, "x-overflow": "reject-publish"}).method.queue
+    channel.queue_bind(queue, f"{managed}.bindings", "full.q")
+    for delivery in ("bcc", "matched-key"):
+        channel.queue_purge(queue)
+        with publisher(managed, broker_uri, management_uri, delivery=delivery) as pub:
+            wait_for(lambda: pub.bindings)
+            futures = [pub.publish("full.*", b"m%d" % i) for i in range(10)]
+            assert pub.wait_for_confirms(timeout=30)
+            outcomes = []
+            for future in futures:
+                try:
+                    outcomes.append(future.result(timeout=0))
+                except PublishNacked:
+                    outcomes.append("nacked")
+            assert outcomes == [Outcome.ACKED] * 3 + ["nacked"] * 7, delivery
+            status = pub.status()
+            assert (status["confirmed"], status["failed"]) == (3, 7)
+        assert [body for _m, _p, body in drain(channel, queue)] == [b"m0", b"m1", b"m2"]
 
 
 def test_unroutable_reaches_the_alternate_exchange_of_name_bindings(channel, broker_uri,
