@@ -376,7 +376,7 @@ class RTopicPublisher:
             "exchange": self.exchange,
             "uri": self.masked_uri,
             "ready": self.ready,
-            "bindings": len(self._router.bindings()),
+            "bindings": self._router.binding_count(),
             "queued": len(self._outbox),
             "in_flight": self._window.in_flight if self._window is not None else 0,
             "published": self.published,

@@ -91,7 +91,7 @@ class ManagedExchange:
             "state": self.state.value,
             "since": utc_timestamp(self.since),
             # broker-routed kinds: RabbitMQ holds the bindings, the sidecar does not track them
-            "bindings_known": None if self.broker_routed else len(self.router.bindings()),
+            "bindings_known": None if self.broker_routed else self.router.binding_count(),
             # re-listings that disagreed with the event stream (see BindingWatcher._reconcile)
             "bindings_disagreements": 0 if self.watcher is None else self.watcher.disagreements,
             "last_bindings_disagreement": None if self.watcher is None

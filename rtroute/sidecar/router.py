@@ -115,6 +115,7 @@ class ExchangeRouter:
         self.frame_max = frame_max
         self._exchange = make_exchange(kind, name)
         self._destinations_by_key: dict[str, set[Destination]] = {}
+        self._count = 0  # bindings known (read by other threads for status)
         # bound keys holding '*'/'#' words: RabbitMQ's topic NAME.bindings treats them as
         # wildcards, so the planner must know what they catch
         self._wildcards = ForwardMatcher()
@@ -124,6 +125,7 @@ class ExchangeRouter:
         """Adds a binding of ``destination`` ("queue"|"exchange", name) with ``key``."""
         added = self._exchange.bind(_encode(destination), key)
         if added:
+            self._count += 1
             self._destinations_by_key.setdefault(key, set()).add(destination)
             if _has_wildcard(key):
                 self._wildcards.add(key)
@@ -133,6 +135,7 @@ class ExchangeRouter:
         """Removes one binding; returns False if it was not known."""
         removed = self._exchange.unbind(_encode(destination), key)
         if removed:
+            self._count -= 1
             dests = self._destinations_by_key[key]
             dests.discard(destination)
             if not dests:
@@ -159,8 +162,15 @@ class ExchangeRouter:
             self.bind(dest, key)
 
     def bindings(self) -> list[tuple[Destination, str]]:
-        """Every known ``((type, name), key)``, sorted."""
-        return sorted((d, k) for k, ds in self._destinations_by_key.items() for d in ds)
+        """Every known ``((type, name), key)``, sorted. Safe from another thread while the
+        owner binds (status pages, a publisher's caller): each copy below is one C call, which
+        no other Python thread interrupts."""
+        items = list(self._destinations_by_key.items())
+        return sorted((d, k) for k, ds in items for d in tuple(ds))
+
+    def binding_count(self) -> int:
+        """How many bindings are known (cheap, from any thread)."""
+        return self._count
 
     # -- decisions ------------------------------------------------------------------------
     def decide_many(self, messages: Sequence[tuple[str, Mapping[str, Any] | None]]

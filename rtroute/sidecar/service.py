@@ -381,7 +381,7 @@ class Sidecar:
         ex.set_state(ExchangeState.RUNNING)
         self._notify_ready()
         LOG.info("exchange %s: consuming %s (%s bindings known)", ex.spec.name, what,
-                 "broker-routed, no" if ex.broker_routed else len(ex.router.bindings()))
+                 "broker-routed, no" if ex.broker_routed else ex.router.binding_count())
 
     def _notify_ready(self) -> None:
         """Tells systemd (Type=notify) once, when every exchange consumes."""

@@ -142,3 +142,35 @@ def test_the_bcc_budget_leaves_room_for_the_whole_headers_table_of_routing_heade
     assert small > 2000
     assert bcc_bytes(RoutingHeaders({}, 2500)) <= 4096 - 1024 - 2500  # other entries only
     assert bcc_bytes(RoutingHeaders({"CC": ["z"]}, 2500)) <= 4096 - 1024 - 2500
+
+
+def test_bindings_can_be_read_from_another_thread_while_they_change():
+    # a status page or a publisher's caller reads them while the ioloop thread binds
+    import sys
+    import threading
+
+    router = ExchangeRouter("x")
+    done = threading.Event()
+
+    def churn():
+        for i in range(20_000):
+            router.bind(("queue", f"q{i % 7}"), f"k{i}.a")
+            if i % 3 == 0:
+                router.unbind(("queue", f"q{i % 7}"), f"k{i}.a")
+        done.set()
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as CPython allows
+    try:
+        thread = threading.Thread(target=churn)
+        thread.start()
+        reads = 0
+        while not done.is_set():
+            router.bindings()
+            router.binding_count()
+            reads += 1
+        thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert reads > 0
+    assert router.binding_count() == len(router.bindings()) == 20_000 - 6_667
