@@ -208,10 +208,15 @@ def bench_confirms(uri: str, persistent: bool, json_path: str | None) -> None:
                    "direct from RabbitMQ 4, which indexes direct routing; topic before).")
 @click.option("--visibility", is_flag=True,
               help="Also measure bind/unbind -> seen by a running publisher (20 trials).")
+@click.option("--scenario", "scenarios", multiple=True,
+              type=click.Choice(["literal", "star", "trailing-hash", "leading-hash",
+                                 "fanout-10", "fanout-100"]),
+              help="Only this scenario (repeatable; default: all), e.g. many --repeat runs "
+                   "of one key shape.")
 @json_option
 def bench_publish(uri: str, management_uri: str | None, plugin_uri: str | None, repeat: int,
                   no_sidecar: bool, scale: float, bindings: int, bindings_type: str,
-                  visibility: bool, json_path: str | None) -> None:
+                  visibility: bool, scenarios: tuple[str, ...], json_path: str | None) -> None:
     """Publisher-side routing vs a native topic exchange, the sidecar and the plugin: 10k
     bindings; 1, 10, 100 queues/msg; literal, *, trailing # and leading # keys."""
     import dataclasses
@@ -224,7 +229,8 @@ def bench_publish(uri: str, management_uri: str | None, plugin_uri: str | None, 
         run,
     )
 
-    shapes = [dataclasses.replace(s, messages=max(100, int(s.messages * scale))) for s in SHAPES]
+    shapes = [dataclasses.replace(s, messages=max(100, int(s.messages * scale))) for s in SHAPES
+              if not scenarios or s.name in scenarios]
     bindings_type = resolve_bindings_type(uri, bindings_type)
     rows = run(uri, shapes, echo=click.echo, repeat=repeat, management_uri=management_uri,
                plugin_uri=plugin_uri, sidecar=not no_sidecar, bindings=bindings,
@@ -232,6 +238,7 @@ def bench_publish(uri: str, management_uri: str | None, plugin_uri: str | None, 
     extra = {"visibility": measure_visibility(uri, management_uri, echo=click.echo)} \
         if visibility else None
     _save(json_path, "publish", {"repeat": repeat, "scale": scale, "bindings": bindings,
+                                 "scenarios": [s.name for s in shapes],
                                  "bindings_type": bindings_type,
                                  "plugin": plugin_uri is not None}, json_rows(rows), uri=uri,
           extra=extra)

@@ -20,6 +20,7 @@ Each scenario runs ``repeat`` times, the paths alternating, and reports the medi
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import statistics
 import subprocess
@@ -51,17 +52,22 @@ class Shape:
     rtopic_key: str
     topic_binding: str
     topic_key: str = "hit.app1.mod1.t0"
+    name: str = ""  # what ``rtroute bench publish --scenario`` calls it
 
 
 SHAPES = [
-    Shape("1 queue/msg, literal key", 1, 40_000, "hit.app1.mod1.t0", "hit.app1.mod1.t0"),
-    Shape("1 queue/msg, *.app1.mod1.t0", 1, 40_000, "*.app1.mod1.t0", "*.app1.mod1.t0"),
-    Shape("1 queue/msg, hit.#", 1, 40_000, "hit.#", "hit.#"),
-    Shape("1 queue/msg, #.t0 (leading #)", 1, 40_000, "#.t0", "#.t0"),
-    Shape("10 queues/msg, hit.app1.mod1.*", 10, 15_000, "hit.app1.mod1.*", "hit.app1.mod1.*"),
-    Shape("100 queues/msg, hit.app1.mod1.*", 100, 2_000, "hit.app1.mod1.*",
-          "hit.app1.mod1.*"),
+    Shape("1 queue/msg, literal key", 1, 40_000, "hit.app1.mod1.t0", "hit.app1.mod1.t0",
+          name="literal"),
+    Shape("1 queue/msg, *.app1.mod1.t0", 1, 40_000, "*.app1.mod1.t0", "*.app1.mod1.t0",
+          name="star"),
+    Shape("1 queue/msg, hit.#", 1, 40_000, "hit.#", "hit.#", name="trailing-hash"),
+    Shape("1 queue/msg, #.t0 (leading #)", 1, 40_000, "#.t0", "#.t0", name="leading-hash"),
+    Shape("10 queues/msg, hit.app1.mod1.*", 10, 15_000, "hit.app1.mod1.*", "hit.app1.mod1.*",
+          name="fanout-10"),
+    Shape("100 queues/msg, hit.app1.mod1.*", 100, 2_000, "hit.app1.mod1.*", "hit.app1.mod1.*",
+          name="fanout-100"),
 ]
+SCENARIOS = [s.name for s in SHAPES]
 
 
 def _filler(j: int) -> str:
@@ -179,8 +185,7 @@ def _probed_pika_path(uri: str, exchange: str, key: str, shape: Shape, channel: 
     full count would take more than :data:`PROBE_BUDGET` s (the plugin walks its whole trie
     for a leading ``#``, at a few dozen messages per second), the probe's rate is the result.
     Returns the rate and whether it is the probe's."""
-    probe = Shape(shape.label, shape.matched, min(PROBE, shape.messages), shape.rtopic_key,
-                  shape.topic_binding, shape.topic_key)
+    probe = dataclasses.replace(shape, messages=min(PROBE, shape.messages))
     rate = _pika_path(uri, exchange, key, probe, channel, queues)
     if shape.messages <= PROBE or shape.messages / rate > PROBE_BUDGET:
         return rate, shape.messages > PROBE
