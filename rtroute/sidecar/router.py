@@ -12,6 +12,7 @@ published is dead-lettered with the reason; one that matches nothing is unroutab
 """
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -116,6 +117,8 @@ class ExchangeRouter:
         self._exchange = make_exchange(kind, name)
         self._destinations_by_key: dict[str, set[Destination]] = {}
         self._count = 0  # bindings known (read by other threads for status)
+        # bind/unbind run in the owner's thread; bindings() may be called from any other
+        self._table_lock = threading.Lock()
         # bound keys holding '*'/'#' words: RabbitMQ's topic NAME.bindings treats them as
         # wildcards, so the planner must know what they catch
         self._wildcards = ForwardMatcher()
@@ -125,8 +128,9 @@ class ExchangeRouter:
         """Adds a binding of ``destination`` ("queue"|"exchange", name) with ``key``."""
         added = self._exchange.bind(_encode(destination), key)
         if added:
-            self._count += 1
-            self._destinations_by_key.setdefault(key, set()).add(destination)
+            with self._table_lock:
+                self._count += 1
+                self._destinations_by_key.setdefault(key, set()).add(destination)
             if _has_wildcard(key):
                 self._wildcards.add(key)
         return added
@@ -135,13 +139,15 @@ class ExchangeRouter:
         """Removes one binding; returns False if it was not known."""
         removed = self._exchange.unbind(_encode(destination), key)
         if removed:
-            self._count -= 1
-            dests = self._destinations_by_key[key]
-            dests.discard(destination)
-            if not dests:
-                del self._destinations_by_key[key]
-                if _has_wildcard(key):
-                    self._wildcards.remove(key)
+            with self._table_lock:
+                self._count -= 1
+                dests = self._destinations_by_key[key]
+                dests.discard(destination)
+                emptied = not dests
+                if emptied:
+                    del self._destinations_by_key[key]
+            if emptied and _has_wildcard(key):
+                self._wildcards.remove(key)
         return removed
 
     def destinations_of(self, key: str) -> set[Destination]:
@@ -163,10 +169,10 @@ class ExchangeRouter:
 
     def bindings(self) -> list[tuple[Destination, str]]:
         """Every known ``((type, name), key)``, sorted. Safe from another thread while the
-        owner binds (status pages, a publisher's caller): each copy below is one C call, which
-        no other Python thread interrupts."""
-        items = list(self._destinations_by_key.items())
-        return sorted((d, k) for k, ds in items for d in tuple(ds))
+        owner binds (status pages, a publisher's caller)."""
+        with self._table_lock:
+            known = [(d, k) for k, ds in self._destinations_by_key.items() for d in ds]
+        return sorted(known)
 
     def binding_count(self) -> int:
         """How many bindings are known (cheap, from any thread)."""

@@ -153,7 +153,7 @@ def test_bindings_can_be_read_from_another_thread_while_they_change():
     done = threading.Event()
 
     def churn():
-        for i in range(20_000):
+        for i in range(6_000):
             router.bind(("queue", f"q{i % 7}"), f"k{i}.a")
             if i % 3 == 0:
                 router.unbind(("queue", f"q{i % 7}"), f"k{i}.a")
@@ -173,4 +173,4 @@ def test_bindings_can_be_read_from_another_thread_while_they_change():
     finally:
         sys.setswitchinterval(interval)
     assert reads > 0
-    assert router.binding_count() == len(router.bindings()) == 20_000 - 6_667
+    assert router.binding_count() == len(router.bindings()) == 6_000 - 2_000
