@@ -435,6 +435,8 @@ class ConfirmWindow:
             self._check_open("publish_frames_in_bulk")
             raise RuntimeError("publish_frames_in_bulk needs a SelectConnection channel and "
                                "on_bulk_settled")
+        # the checks and buffering below repeat publish_frames' on purpose: there they are
+        # inlined on the sidecar's and the shovel's per-message path
         pending = self._pending
         count = len(contexts)
         if len(pending) + count > self._window:
