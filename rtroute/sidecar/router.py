@@ -191,7 +191,16 @@ class ExchangeRouter:
         # (index, query's index, routing key, delivered headers or None for none, CC, size of
         # the headers table)
         valid: list[tuple[int, int, str, dict | None, list[str], int]] = []
+        # a str key published without headers, seen before in this batch -> its query's index;
+        # the messages that repeat it (a batch often holds many of one key) take its decision
+        plain: dict[str, int] = {}
+        repeats: list[tuple[int, int]] = []
         for i, (routing_key, headers) in enumerate(messages):
+            if headers is None and type(routing_key) is str:
+                group = plain.get(routing_key)
+                if group is not None:
+                    repeats.append((i, group))
+                    continue
             try:
                 size = field_table_size(headers) if headers is not None else 0
                 if headers or size > 4:  # a RoutingHeaders may be empty, its table not
@@ -202,8 +211,10 @@ class ExchangeRouter:
             except (PreconditionFailed, TypeError, ValueError) as exc:
                 decisions[i] = Decision(headers=dict(headers or {}), error=str(exc))
                 continue
-            valid.append((i, groups.setdefault(queries, len(groups)), queries[0], delivered,
-                          cc, size))
+            group = groups.setdefault(queries, len(groups))
+            valid.append((i, group, queries[0], delivered, cc, size))
+            if headers is None and type(routing_key) is str:
+                plain[routing_key] = group
         matched = self._exchange.match_queries(list(groups))
         shared: dict[int, Decision] = {}
         for i, group, routing_key, delivered, cc, size in valid:
@@ -215,6 +226,8 @@ class ExchangeRouter:
                 decisions[i] = decision
             else:
                 decisions[i] = self._decision(routing_key, delivered, cc, matched[group], size)
+        for i, group in repeats:  # the first of its key was plain too: its decision is shared
+            decisions[i] = shared[group]
         return decisions  # type: ignore[return-value]
 
     def _queries(self, routing_key: Any, headers: Mapping[str, Any] | None

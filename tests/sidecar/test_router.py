@@ -57,6 +57,21 @@ def test_malformed_messages_are_dead_lettered_with_a_reason(router, key, headers
     assert decisions[1].error is None and decisions[1].publishes  # the batch goes on
 
 
+def test_messages_of_one_key_without_headers_share_a_decision_in_a_batch(router):
+    long_key = "a" * 256
+    decisions = router.decide_many([
+        ("*.app1.mod1.info", None), (long_key, None), ("*.app1.mod1.info", {"x": 1}),
+        ("*.app1.mod1.info", None), (long_key, None), ("#.error", None),
+        ("*.app1.mod1.info", None)])
+    first, bad, with_headers, again, bad_again, other, last = decisions
+    assert again is first and last is first and first.error is None and first.publishes
+    assert with_headers is not first and with_headers.headers == {"x": 1}
+    assert with_headers.publishes == first.publishes
+    # a bad key is refused each time it comes, never given another message's decision
+    assert "255" in bad.error and "255" in bad_again.error
+    assert other is not first and other.publishes[0].bcc == (PLUGIN["B"],)
+
+
 def test_unroutable_without_and_with_alternate_exchange(router):
     (d,) = router.decide_many([("server9.#", None)])
     assert d.unroutable and d.publishes == []
