@@ -12,7 +12,7 @@ from typing import Any, Callable
 import pika
 
 from rtroute.amqp.uri import mask_uri
-from rtroute.publisher import MessageFuture, RTopicPublisher
+from rtroute.publisher import PUBLISHED_KEY_HEADER, MessageFuture, RTopicPublisher
 
 __all__ = ["publish_routed"]
 
@@ -30,6 +30,7 @@ def publish_routed(
     echo: Callable[[str], Any] = print,
     progress_interval: float = 1.0,
     delivery: str = "bcc",
+    published_key_header: str | None = PUBLISHED_KEY_HEADER,
 ) -> dict[str, Any]:
     """Publish ``count`` messages of ``size`` bytes with publisher-side routing and wait for
     every confirm.
@@ -55,7 +56,8 @@ def publish_routed(
 
     with RTopicPublisher(uri, exchange, management_uri=management_uri, window=window,
                          connection_name="rtroute publish --route-locally",
-                         delivery=delivery) as pub:
+                         delivery=delivery,
+                         published_key_header=published_key_header) as pub:
         echo(f"routing on this side: {len(pub.bindings)} binding(s) of {exchange}.bindings")
         started = last = time.perf_counter()
         for i in range(count):

@@ -137,6 +137,37 @@ def test_matched_key_delivery_reaches_the_plugins_queues_with_the_key_in_a_heade
                     ("nothing.here", {"CC": ["server2.#"]})
 
 
+@pytest.mark.parametrize("header", [None, "x-published-as"])
+def test_matched_key_delivery_names_or_leaves_out_the_published_key_header(
+        channel, managed, broker_uri, management_uri, header):
+    """published_key_header: the key as published travels in the named header, or in none
+    (then a plain message arrives with no headers at all, as a plain publish)."""
+    queues = bind_queues(channel, managed, {"A": "a.b", "B": "c.d"})
+    with publisher(managed, broker_uri, management_uri, delivery="matched-key",
+                   published_key_header=header) as pub:
+        wait_for(lambda: len(pub.bindings) == 2)
+        for _ in range(3):  # the second and third reuse the first's frames
+            pub.publish("*.b", b"plain")
+        pub.publish("*.b", b"with headers", headers={"other": 7})
+        assert pub.wait_for_confirms(timeout=10)
+    got = drain(channel, queues["A"])
+    assert [body for _m, _p, body in got] == [b"plain"] * 3 + [b"with headers"]
+    assert not drain(channel, queues["B"])
+    for method, properties, body in got:
+        assert method.routing_key == "a.b"
+        expected = {"other": 7} if body == b"with headers" else {}
+        if header is not None:
+            expected[header] = "*.b"
+        assert (properties.headers or {}) == expected
+
+
+@pytest.mark.parametrize("header", ["", "CC", "BCC", "x-rtroute-bcc", 5])
+def test_published_key_header_must_be_a_name_of_its_own(broker_uri, header):
+    with pytest.raises(ValueError, match="published_key_header must be None or a header"):
+        RTopicPublisher(broker_uri, "x", delivery="matched-key", published_key_header=header,
+                        connect_timeout=0)
+
+
 def test_delivery_must_be_bcc_or_matched_key(broker_uri):
     with pytest.raises(ValueError, match="delivery must be one of bcc, matched-key"):
         RTopicPublisher(broker_uri, "x", delivery="queues")
@@ -354,6 +385,35 @@ def test_rtroute_publish_route_locally_by_matched_key(channel, managed, broker_u
     for method, properties, _body in got:
         assert method.routing_key == "a.b" and properties.delivery_mode == 2
         assert properties.headers == {"x-rtroute-routing-key": "*.b"}
+
+
+def test_rtroute_publish_by_matched_key_without_the_published_key_header(
+        channel, managed, broker_uri, management_uri):
+    from click.testing import CliRunner
+
+    from rtroute.cli import main
+
+    queues = bind_queues(channel, managed, {"A": "a.b"})
+    result = CliRunner().invoke(main, [
+        "publish", "--uri", broker_uri, "--management-uri", management_uri,
+        "--exchange", managed, "--routing-key", "*.b", "-n", "5", "--route-locally",
+        "--delivery", "matched-key", "--published-key-header", ""])
+    assert result.exit_code == 0, result.output
+    got = drain(channel, queues["A"])
+    assert [(m.routing_key, p.headers) for m, p, _b in got] == [("a.b", None)] * 5
+
+
+def test_rtroute_publish_published_key_header_needs_matched_key_delivery():
+    from click.testing import CliRunner
+
+    from rtroute.cli import PUBLISHED_KEY_HEADER_DEFAULT, main
+    from rtroute.publisher import PUBLISHED_KEY_HEADER
+
+    assert PUBLISHED_KEY_HEADER_DEFAULT == PUBLISHED_KEY_HEADER  # the CLI's copy of it
+    result = CliRunner().invoke(main, ["publish", "--exchange", "x", "--route-locally",
+                                       "--published-key-header", ""])
+    assert result.exit_code == 2
+    assert "--published-key-header needs --delivery matched-key" in result.output
 
 
 def test_rtroute_publish_delivery_without_route_locally_is_a_usage_error():
