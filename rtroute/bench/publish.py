@@ -11,7 +11,10 @@ leading ``#``).
 - **publisher-side** (:class:`rtroute.RTopicPublisher`): plain binding keys on
   ``NAME.bindings``; the wildcard is in the publish key; routed here, one publish with BCC.
 - **publisher-side, matched key** (``delivery="matched-key"``): the same, but a message that
-  matched one binding key is published with that key as its routing key and no BCC.
+  matched one binding key is published with that key as its routing key and no BCC (the key as
+  published in the ``x-rtroute-routing-key`` header).
+- **publisher-side, matched key, no header** (``published_key_header=None`` too): the same
+  without that header, so the broker routes a plain publish.
 - **sidecar**: the same, published to ``NAME`` through an ``rtroute run`` process.
 - **x-rtopic plugin** (``--plugin-uri``): the same plain binding keys on an ``x-rtopic``
   exchange of the plugin's broker (not the same broker: compare its column with care).
@@ -20,6 +23,7 @@ Each scenario runs ``repeat`` times, the paths alternating, and reports the medi
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import statistics
@@ -68,6 +72,15 @@ SHAPES = [
           name="fanout-100"),
 ]
 SCENARIOS = [s.name for s in SHAPES]
+# the publisher-side paths: key of the rates -> (name in the JSON report, column title,
+# RTopicPublisher options)
+PUBLISHERS: dict[str, tuple[str, str, dict[str, Any]]] = {
+    "publisher": ("publisher-side", "publisher-side (BCC)", {}),
+    "publisher_key": ("publisher-side, matched key", "matched key",
+                      {"delivery": "matched-key"}),
+    "publisher_bare": ("publisher-side, matched key, no header", "matched key, no header",
+                       {"delivery": "matched-key", "published_key_header": None}),
+}
 
 
 def _filler(j: int) -> str:
@@ -249,7 +262,7 @@ def run_shape(uri: str, shape: Shape, echo: Callable[[str], None], repeat: int =
     conn, channel, plugin_conn, plugin_channel = _open(uri, plugin_uri, "rtroute bench publish")
     setup = _Setup(channel, shape, tag, plugin_channel, bindings, bindings_type)
     proc = None
-    rates: dict[str, list[float]] = {"native": [], "publisher": [], "publisher_key": []}
+    rates: dict[str, list[float]] = {"native": [], **{path: [] for path in PUBLISHERS}}
     if sidecar:
         rates["sidecar"] = []
     if plugin_channel is not None:
@@ -259,12 +272,12 @@ def run_shape(uri: str, shape: Shape, echo: Callable[[str], None], repeat: int =
         if sidecar:
             proc, port = _start_sidecar(uri, management_uri, setup.name)
             _wait_sidecar(proc, port, bindings)
-        with RTopicPublisher(uri, setup.name, management_uri=management_uri,
-                             window=2000) as publisher, \
-                RTopicPublisher(uri, setup.name, management_uri=management_uri, window=2000,
-                                delivery="matched-key") as by_key:
+        with contextlib.ExitStack() as stack:
+            publishers = {path: stack.enter_context(RTopicPublisher(
+                uri, setup.name, management_uri=management_uri, window=2000, **options))
+                for path, (_name, _title, options) in PUBLISHERS.items()}
             deadline = time.monotonic() + 120
-            while len(publisher.bindings) < bindings or len(by_key.bindings) < bindings:
+            while any(len(p.bindings) < bindings for p in publishers.values()):
                 if time.monotonic() > deadline:
                     raise RuntimeError("the publisher did not list every binding")
                 time.sleep(0.1)
@@ -272,12 +285,10 @@ def run_shape(uri: str, shape: Shape, echo: Callable[[str], None], repeat: int =
                 setup.purge(channel)
                 rates["native"].append(_pika_path(uri, setup.native, shape.topic_key, shape,
                                                   channel, setup.queues))
-                setup.purge(channel)
-                rates["publisher"].append(_library_path(publisher, shape, channel,
-                                                        setup.queues))
-                setup.purge(channel)
-                rates["publisher_key"].append(_library_path(by_key, shape, channel,
-                                                            setup.queues))
+                for path, publisher in publishers.items():
+                    setup.purge(channel)
+                    rates[path].append(_library_path(publisher, shape, channel,
+                                                     setup.queues))
                 if sidecar:
                     setup.purge(channel)
                     rates["sidecar"].append(_pika_path(uri, setup.name, shape.rtopic_key,
@@ -298,10 +309,8 @@ def run_shape(uri: str, shape: Shape, echo: Callable[[str], None], repeat: int =
             "queues_per_message": shape.matched, "bindings": bindings,
             "rtopic_key": shape.rtopic_key, "topic_binding": shape.topic_binding,
             "bindings_type": bindings_type, **medians,
-            "publisher_vs_native": (medians["publisher_msgs_per_s"]
-                                    / medians["native_msgs_per_s"]),
-            "publisher_key_vs_native": (medians["publisher_key_msgs_per_s"]
-                                        / medians["native_msgs_per_s"]),
+            **{f"{path}_vs_native": (medians[f"{path}_msgs_per_s"]
+                                     / medians["native_msgs_per_s"]) for path in PUBLISHERS},
             "plugin_probe_only": plugin_probed}
 
 
@@ -335,20 +344,19 @@ def run(uri: str = DEFAULT_URI, shapes: list[Shape] = SHAPES,
          "runs)")
     rows = [run_shape(uri, s, echo, repeat, management_uri, plugin_uri, sidecar, bindings,
                       bindings_type) for s in shapes]
-    paths = [p for p in ("native", "publisher", "publisher_key", "sidecar", "plugin")
+    paths = [p for p in ("native", *PUBLISHERS, "sidecar", "plugin")
              if f"{p}_msgs_per_s" in rows[0]]
-    titles = {"native": "topic exchange", "publisher": "publisher-side",
-              "publisher_key": "publisher-side, matched key", "sidecar": "sidecar",
-              "plugin": "x-rtopic plugin"}
+    titles = {"native": "topic exchange", **{p: t for p, (_n, t, _o) in PUBLISHERS.items()},
+              "sidecar": "sidecar", "plugin": "x-rtopic plugin"}
     echo("")
-    echo("| scenario | " + " | ".join(f"{titles[p]} msg/s" for p in paths) +
-         " | publisher-side / topic exchange | matched key / topic exchange |")
-    echo("|---|" + "---:|" * (len(paths) + 2))
+    echo("| scenario | " + " | ".join(f"{titles[p]} msg/s" for p in paths) + " | " +
+         " | ".join(f"{titles[p]} / topic" for p in PUBLISHERS) + " |")
+    echo("|---|" + "---:|" * (len(paths) + len(PUBLISHERS)))
     for r in rows:
         echo(f"| {r['scenario']} | " + " | ".join(
             f"{r[f'{p}_msgs_per_s']:,.0f}" + ("*" if p == "plugin" and r["plugin_probe_only"]
                                                else "") for p in paths)
-             + f" | {r['publisher_vs_native']:.2f} | {r['publisher_key_vs_native']:.2f} |")
+             + " | " + " | ".join(f"{r[f'{p}_vs_native']:.2f}" for p in PUBLISHERS) + " |")
     if any(r["plugin_probe_only"] for r in rows):
         echo(f"* the plugin's rate on a probe of {PROBE} messages: the full count would have "
              f"taken more than {PROBE_BUDGET:.0f} s")
@@ -356,15 +364,14 @@ def run(uri: str = DEFAULT_URI, shapes: list[Shape] = SHAPES,
 
 
 def json_rows(rows: list[dict]) -> list[dict]:
-    """The report rows: publisher-side routing (BCC, and matched key) against the native
-    topic exchange."""
+    """The report rows: publisher-side routing (BCC, matched key, matched key without the
+    header) against the native topic exchange."""
     return [{"name": name, "value": r[f"{path}_msgs_per_s"], "unit": "msg/s",
              "baseline": "native topic exchange", "baseline_value": r["native_msgs_per_s"],
              "ratio": r[f"{path}_vs_native"], "ratio_means": "rtroute / baseline",
              **{k: v for k, v in r.items() if k not in ("runs",)}}
             for r in rows
-            for name, path in (("publisher-side", "publisher"),
-                               ("publisher-side, matched key", "publisher_key"))]
+            for path, (name, _title, _options) in PUBLISHERS.items()]
 
 
 def measure_visibility(uri: str = DEFAULT_URI, management_uri: str | None = None,

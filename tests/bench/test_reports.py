@@ -127,11 +127,14 @@ def test_publish_report(tmp_path, monkeypatch, broker_uri, management_uri, broke
     report = _run_json(tmp_path, "publish", "--uri", broker_uri, "--management-uri",
                        management_uri, "--repeat", "1", "--scale", "0.01", "--bindings", "200")
     rows = _check_rows(report, "publish", "msg/s")
-    # a row for publisher-side routing with BCC and one with the matched key, per shape
+    # a row per publisher-side path (BCC, matched key, matched key without its header), per
+    # shape
+    names = ["publisher-side", "publisher-side, matched key",
+             "publisher-side, matched key, no header"]
     assert [(r["name"], r["queues_per_message"]) for r in rows] == [
-        ("publisher-side", 1), ("publisher-side, matched key", 1),
-        ("publisher-side", 10), ("publisher-side, matched key", 10)]
-    assert all(r["sidecar_msgs_per_s"] > 0 and r["publisher_key_msgs_per_s"] > 0 for r in rows)
+        *((name, 1) for name in names), *((name, 10) for name in names)]
+    assert all(r["sidecar_msgs_per_s"] > 0 and r["publisher_key_msgs_per_s"] > 0
+               and r["publisher_bare_msgs_per_s"] > 0 for r in rows)
     assert report["parameters"]["bindings"] == 200
     # --bindings-type auto: what rtroute declares on this broker, the sidecar beside it
     # 3.x: topic (a direct exchange scans every binding per BCC entry); 4.x: direct (indexed)
