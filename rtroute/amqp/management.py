@@ -288,6 +288,12 @@ class ManagementClient:
             return False
         return True
 
+    def delete_exchange(self, name: str, vhost: str = "/", if_unused: bool = False) -> None:
+        """Deletes an exchange (``if_unused``: only if nothing is bound to it; else the API
+        answers 400). Raises :class:`NotFound` if it does not exist."""
+        query = "?if-unused=true" if if_unused else ""
+        self.request("DELETE", f"exchanges/{_q(vhost)}/{_q(name)}{query}")
+
     def exchange_bindings(self, name: str, vhost: str = "/") -> list[BindingInfo]:
         """The bindings whose source is exchange ``name`` (queues and exchanges bound to it).
 

@@ -9,6 +9,16 @@ proxy deletes ``NAME.bindings``, and the broker drops the binding with it. Excha
 would not do: RabbitMQ does not compare them on a redeclare (but ``alternate-exchange``), so a
 marker could never be added to a ``NAME.bindings`` the sidecar declared first.
 
+A registration alone proves little: binding from ``rtroute.rtopic`` needs read permission on
+it, and ``NAME.bindings`` may be any exchange its maker could configure. So a registration
+found in the broker (rather than made through this proxy, after the client's own declaration
+of ``NAME`` succeeded) is followed only if ``NAME`` is the layout's fanout: declared through a
+proxy, which marks it with the argument ``x-rtroute-layout = "rtopic"`` (declaring ``NAME``
+needs configure permission on it), or fed to a sidecar's ingress (``rtroute.ingress.NAME`` or
+``NAME.shards``, bindings that need read permission on ``NAME``). Anything else is ignored
+and logged: a user who may not read ``NAME`` cannot make the proxy send ``NAME``'s messages
+to an exchange of theirs.
+
 Every proxy follows that registry with a :class:`~rtroute.amqp.binding_watcher.BindingWatcher`
 (the management API's listing, then the event exchange) and the bindings of each
 ``NAME.bindings`` with one more watcher each, as the sidecar and the library do. The watchers run
@@ -19,21 +29,57 @@ changes them.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import logging
 import threading
 from typing import Any, Callable
 
 from rtroute.amqp.binding_watcher import Binding, BindingWatcher
 from rtroute.amqp.connection import ReconnectingConnection
-from rtroute.amqp.management import ManagementClient
+from rtroute.amqp.field_table import encode_table
+from rtroute.amqp.management import ManagementClient, NotFound
 from rtroute.sidecar.delivery import bindings_exchange_type
+from rtroute.sidecar.layout import LAYOUT_ARGUMENT
 from rtroute.sidecar.router import ExchangeRouter
 
-__all__ = ["REGISTRY_EXCHANGE", "Catalog", "VhostCatalog"]
+__all__ = ["LAYOUT_ARGUMENT", "LAYOUT_ARGUMENTS", "REGISTRY_EXCHANGE", "Catalog",
+           "VhostCatalog"]
 
 LOG = logging.getLogger(__name__)
 REGISTRY_EXCHANGE = "rtroute.rtopic"
 BINDINGS_SUFFIX = ".bindings"
+LAYOUT_ARGUMENTS = encode_table({LAYOUT_ARGUMENT: "rtopic"})
+# seconds a vhost's catalog outlives its last client (a client reconnecting keeps it)
+LINGER = 5.0
+
+
+def layout_error(management: ManagementClient, name: str, vhost: str) -> str | None:
+    """Why a registration of ``name`` must not be followed (None: it is an x-rtopic exchange
+    of the layout: see the module doc). Blocking: management API requests."""
+    try:
+        exchange = management.exchange(name, vhost)
+    except NotFound:
+        return f"there is no exchange {name!r}"
+    if exchange.get("type") != "fanout":
+        return f"exchange {name!r} is of type {exchange.get('type')!r}, not the layout's fanout"
+    if (exchange.get("arguments") or {}).get(LAYOUT_ARGUMENT) == "rtopic":
+        return None
+    sidecar = {("queue", f"rtroute.ingress.{name}"), ("exchange", f"{name}.shards")}
+    if any((b.destination_type, b.destination) in sidecar
+           for b in management.exchange_bindings(name, vhost)):
+        return None
+    return (f"exchange {name!r} was neither declared x-rtopic through a proxy nor is it a "
+            "sidecar's ingress")
+
+
+def _name_os_thread(name: str) -> None:
+    """Gives the calling thread ``name`` in the OS too (``top -H``, ``/proc/PID/task``; Linux
+    keeps 15 bytes), so an operator sees what the proxy's threads are."""
+    try:
+        libc = ctypes.CDLL(None)
+        libc.prctl(15, name.encode("utf-8")[:15], 0, 0, 0)  # PR_SET_NAME
+    except (OSError, AttributeError):
+        pass  # not Linux: the Python name only
 
 
 class RTopic:
@@ -77,6 +123,11 @@ class VhostCatalog:
         self.exchanges: dict[bytes, RTopic] = {}       # NAME -> exchange
         self.by_bindings: dict[bytes, RTopic] = {}     # NAME.bindings -> exchange
         self.ready = asyncio.Event()
+        self.failure: str | None = None  # why the catalog cannot start (loop thread)
+        self._failed = asyncio.Event()
+        self._registrations: set[str] = set()  # names registered in the broker (loop thread)
+        self._validating = 0  # registrations being checked (loop thread)
+        self._registry_ready = False
         # what a new NAME.bindings is declared as: direct on RabbitMQ 4, topic before (see
         # rtroute.sidecar.delivery.bindings_exchange_type), known once connected
         self.bindings_type = "topic"
@@ -86,28 +137,128 @@ class VhostCatalog:
             REGISTRY_EXCHANGE, management, vhost=vhost,
             on_add=lambda b: self._registered(b, True),
             on_remove=lambda b: self._registered(b, False),
-            on_ready=lambda: self._to_loop(self.ready.set), relist_interval=30.0)
+            on_ready=lambda: self._to_loop(self._on_registry_ready), relist_interval=30.0)
         self._connection = ReconnectingConnection(
             uri, on_ready=self._on_connected, on_lost=self._on_lost,
             declarations=[{"method": "exchange.declare", "exchange": REGISTRY_EXCHANGE,
                            "type": "direct", "durable": True, "internal": True}],
             connection_name=f"rtroute proxy catalog {vhost}",
             parameters={"virtual_host": vhost})
-        self._thread = threading.Thread(target=self._connection.run, daemon=True,
+        self._thread = threading.Thread(target=self._run, daemon=True,
                                         name=f"rtroute-proxy-catalog-{vhost}")
 
     def start(self) -> None:
         self._thread.start()
 
-    def stop(self) -> None:
+    def _run(self) -> None:
+        _name_os_thread(self._thread.name)
+        self._connection.run()
+
+    def stop(self, wait: bool = True) -> None:
+        """Closes the catalog's connection (``wait``: until its thread ended, up to 10 s)."""
         self._connection.stop()
-        self._thread.join(10.0)
+        if wait and self._thread.is_alive():
+            self._thread.join(10.0)
+
+    @property
+    def thread_alive(self) -> bool:
+        return self._thread.is_alive()
 
     @property
     def last_error(self) -> str | None:
         return self._connection.last_error or self._registry.last_error
 
     # -- loop thread ------------------------------------------------------------------------------
+
+    async def wait_ready(self, timeout: float) -> str | None:
+        """Until the registry is known: None, or why not (refused by the broker at once,
+        else after ``timeout`` seconds)."""
+        if self.ready.is_set():
+            return None
+        waits = [asyncio.ensure_future(self.ready.wait()),
+                 asyncio.ensure_future(self._failed.wait())]
+        try:
+            await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()
+        if self.ready.is_set():
+            return None
+        if self.failure is not None:
+            return self.failure
+        last = self.last_error
+        return f"not ready after {timeout:g} s" + (f" (last error: {last})" if last else "")
+
+    def _on_failure(self, reason: str) -> None:
+        if self.ready.is_set():
+            return
+        # a refusal (login, vhost access, permission) will not pass by waiting
+        if "refused" in reason and "Connection refused" not in reason or "ACCESS_REFUSED" \
+                in reason or "NOT_ALLOWED" in reason:
+            self.failure = (f"the proxy's own user (--uri) cannot use the vhost: {reason} "
+                            "(see the README: what the proxy's user needs)")
+            self._failed.set()
+
+    def _on_registry_ready(self) -> None:
+        self._registry_ready = True
+        self._maybe_ready()
+
+    def _maybe_ready(self) -> None:
+        if self._registry_ready and not self._validating:
+            self.failure = None
+            self.ready.set()
+
+    def _registration(self, name: str, added: bool) -> None:
+        """A registration of ``name`` appeared in the broker or went away."""
+        if not added:
+            self._registrations.discard(name)
+            if self.exchanges.get(name.encode("utf-8")) is not None:
+                self.forget(name)
+                self._loop.run_in_executor(None, self._remove_leftover, name)
+            return
+        self._registrations.add(name)
+        if self.exchanges.get(name.encode("utf-8")) is not None:
+            return
+        self._validating += 1
+        checked = self._loop.run_in_executor(None, layout_error, self._management, name,
+                                             self.vhost)
+
+        def done(future: asyncio.Future) -> None:
+            self._validating -= 1
+            try:
+                error = future.result()
+            except Exception as exc:  # noqa: BLE001 - the API failed: checked again on relist
+                error = f"cannot check it: {exc}"
+            if error is not None:
+                LOG.warning("vhost %r: ignoring the x-rtopic registration of %r: %s",
+                            self.vhost, name, error)
+            elif name in self._registrations:
+                self.learn(name)
+            self._maybe_ready()
+
+        checked.add_done_callback(done)
+
+    def _remove_leftover(self, name: str) -> None:
+        """After ``NAME.bindings`` went (an auto-delete one whose last binding went, or deleted
+        by hand): an auto-delete fanout ``NAME`` nothing else uses goes too, as the plugin's
+        auto-delete x-rtopic exchange goes with its last binding. Blocking (executor)."""
+        management = self._management
+        try:
+            if management.exchange_exists(name + BINDINGS_SUFFIX, self.vhost):
+                return
+            exchange = management.exchange(name, self.vhost)
+            if exchange.get("type") != "fanout" or not exchange.get("auto_delete"):
+                return
+            if management.exchange_bindings(name, self.vhost):
+                return
+            management.delete_exchange(name, self.vhost, if_unused=True)
+            LOG.info("vhost %r: deleted auto-delete x-rtopic exchange %r after its last "
+                     "binding", self.vhost, name)
+        except NotFound:
+            pass
+        except Exception as exc:  # noqa: BLE001 - housekeeping: logged, not fatal
+            LOG.warning("vhost %r: cannot delete the leftover fanout %r: %s", self.vhost, name,
+                        exc)
 
     def rtopic(self, name: bytes) -> RTopic | None:
         return self.exchanges.get(name)
@@ -167,7 +318,7 @@ class VhostCatalog:
         if binding.destination_type != "exchange" or \
                 binding.destination != name + BINDINGS_SUFFIX:
             return  # not a registration (made by hand?): ignored
-        self._to_loop(self.learn if added else self.forget, name)
+        self._to_loop(self._registration, name, added)
 
     def _on_connected(self, connection: Any, _channel: Any, _last_queue: Any) -> None:
         self._pika_connection = connection
@@ -182,6 +333,7 @@ class VhostCatalog:
     def _on_lost(self, reason: str) -> None:
         self._pika_connection = None
         LOG.warning("proxy catalog of vhost %r: %s", self.vhost, reason)
+        self._to_loop(self._on_failure, reason)
 
     def _watch(self, name: str) -> None:
         if name in self._watchers:
@@ -213,7 +365,9 @@ class VhostCatalog:
 
 
 class Catalog:
-    """A :class:`VhostCatalog` per vhost, started when a client first opens that vhost.
+    """A :class:`VhostCatalog` per vhost, started when the broker first accepted a client of
+    that vhost (:meth:`acquire`), shared by its clients, and stopped :data:`LINGER` seconds
+    after the last one left (:meth:`release`); the proxy's own vhost's stays.
 
     Args:
         uri: the proxy's own broker URI (credentials for the watchers' connection).
@@ -226,15 +380,63 @@ class Catalog:
         self._management = ManagementClient.from_amqp_uri(uri, management_uri)
         self._loop = loop
         self._vhosts: dict[str, VhostCatalog] = {}
+        self._users: dict[str, int] = {}
+        self._pinned: set[str] = set()
+        self._lingering: dict[str, asyncio.TimerHandle] = {}
+
+    @property
+    def vhosts(self) -> dict[str, VhostCatalog]:
+        """The running catalogs by vhost (read only)."""
+        return self._vhosts
 
     def vhost(self, name: str) -> VhostCatalog:
+        """The catalog of vhost ``name``, started now if needed and kept until the proxy
+        stops (the proxy's own vhost)."""
+        self._pinned.add(name)
+        return self._start(name)
+
+    def acquire(self, name: str) -> VhostCatalog:
+        """The catalog of vhost ``name`` for one more client (see :meth:`release`)."""
+        self._users[name] = self._users.get(name, 0) + 1
+        timer = self._lingering.pop(name, None)
+        if timer is not None:
+            timer.cancel()
+        return self._start(name)
+
+    def release(self, name: str) -> None:
+        """One client of vhost ``name`` left; the catalog stops :data:`LINGER` s after the
+        last one, unless pinned."""
+        users = self._users.get(name, 0) - 1
+        if users > 0:
+            self._users[name] = users
+            return
+        self._users.pop(name, None)
+        if name not in self._pinned and name in self._vhosts and name not in self._lingering:
+            self._lingering[name] = self._loop.call_later(LINGER, self._retire, name)
+
+    def _retire(self, name: str) -> None:
+        self._lingering.pop(name, None)
+        if self._users.get(name) or name in self._pinned:
+            return
+        catalog = self._vhosts.pop(name, None)
+        if catalog is not None:
+            LOG.info("proxy catalog of vhost %r stopped: no client uses it", name)
+            catalog.stop(wait=False)
+
+    def _start(self, name: str) -> VhostCatalog:
         catalog = self._vhosts.get(name)
         if catalog is None:
             catalog = self._vhosts[name] = VhostCatalog(self._uri, self._management, name,
                                                         self._loop)
+            LOG.info("proxy catalog of vhost %r started", name)
             catalog.start()
         return catalog
 
     def stop(self) -> None:
+        for timer in self._lingering.values():
+            timer.cancel()
+        self._lingering.clear()
+        for catalog in self._vhosts.values():
+            catalog.stop(wait=False)
         for catalog in self._vhosts.values():
             catalog.stop()

@@ -39,6 +39,18 @@ CONNECT_TIMEOUT = 10.0  # seconds for the broker's TCP (and TLS) handshake, unle
 
 
 @dataclass
+class ProxyStats:
+    """Counters of one proxy process (for ``/metrics``)."""
+
+    connections: int = 0  # client connections accepted
+    rewritten_closed: int = 0  # publishes rewritten by sessions that ended
+    refusals: dict[str, int] = field(default_factory=dict)  # by kind
+
+    def refused(self, kind: str) -> None:
+        self.refusals[kind] = self.refusals.get(kind, 0) + 1
+
+
+@dataclass
 class ProxySettings:
     """What one proxy process serves.
 
@@ -102,8 +114,9 @@ class _ClientProtocol(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         transport.set_write_buffer_limits(HIGH_WATER)  # type: ignore[attr-defined]
         _no_delay(transport)
-        self.session = Session(self._server.catalog.vhost, transport,  # type: ignore[arg-type]
-                               self._server.settings.bcc_alias)
+        self._server.stats.connections += 1
+        self.session = Session(self._server.catalog, transport,  # type: ignore[arg-type]
+                               self._server.settings.bcc_alias, self._server.stats.refused)
         self._server.sessions.add(self.session)
         asyncio.ensure_future(self._connect_broker(transport))
 
@@ -139,6 +152,7 @@ class _ClientProtocol(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if self.session is not None:
             self._server.sessions.discard(self.session)
+            self._server.stats.rewritten_closed += self.session.rewritten
             self.session.close()
 
     def pause_writing(self) -> None:
@@ -186,6 +200,7 @@ class ProxyServer:
         self.upstream_ssl = self.upstream.tls.ssl_context() if self.upstream.tls else None
         self.catalog = Catalog(settings.uri, settings.management_uri, loop)
         self.sessions: set[Session] = set()
+        self.stats = ProxyStats()
         self._servers: list[asyncio.AbstractServer] = []
 
     async def start(self) -> list[tuple[str, int]]:

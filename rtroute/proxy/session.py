@@ -37,7 +37,14 @@ from typing import Any, Callable
 
 from rtroute.amqp.content_header import FLAG_HEADERS, FLAGS_OFFSET, ContentHeader
 from rtroute.proxy import wire
-from rtroute.proxy.catalog import BINDINGS_SUFFIX, REGISTRY_EXCHANGE, RTopic, VhostCatalog
+from rtroute.proxy.catalog import (
+    BINDINGS_SUFFIX,
+    LAYOUT_ARGUMENTS,
+    REGISTRY_EXCHANGE,
+    Catalog,
+    RTopic,
+    VhostCatalog,
+)
 from rtroute.sidecar.router import DEFAULT_FRAME_MAX
 
 __all__ = ["Session"]
@@ -54,6 +61,9 @@ _REPLIES = {wire.EXCHANGE_BIND: wire.EXCHANGE_BIND_OK, wire.EXCHANGE_UNBIND: wir
 _EMPTY_TABLE = b"\x00\x00\x00\x00"
 _NO_WAIT = 16  # exchange.declare's no-wait bit
 REFUSAL_TIMEOUT = 10.0
+# seconds a client waits for the proxy to know the x-rtopic exchanges of its vhost (or the
+# bindings of one exchange) before it is told why not, instead of waiting forever
+READY_TIMEOUT = 15.0
 
 
 class _Expected:
@@ -78,15 +88,25 @@ class _Expected:
 class Session:
     """The pumps of one client connection.
 
+    Nothing is started for a client before the broker accepted its login: the catalog of its
+    vhost is taken at the broker's ``connection.open-ok`` (and given back when the session
+    closes), and no frame larger than the negotiated ``frame_max`` (before ``tune-ok``:
+    RabbitMQ's pre-handshake limit) is buffered: the client is refused as RabbitMQ refuses it.
+
     Args:
-        catalog_of: the :class:`VhostCatalog` of a vhost (the proxy's catalog).
+        catalogs: the proxy's :class:`Catalog` (a :class:`VhostCatalog` per vhost in use).
         client: the client's transport.
         bcc_alias: the sidecar's BCC alias header, honoured and stripped here too.
+        on_refusal: ``on_refusal(kind)`` for each refusal the proxy itself makes (metrics).
     """
 
-    def __init__(self, catalog_of: Callable[[str], VhostCatalog], client: asyncio.Transport,
-                 bcc_alias: str) -> None:
-        self._catalog_of = catalog_of
+    def __init__(self, catalogs: Catalog, client: asyncio.Transport,
+                 bcc_alias: str, on_refusal: Callable[[str], Any] | None = None) -> None:
+        self._catalogs = catalogs
+        self._on_refusal = on_refusal
+        self._vhost: str | None = None  # the vhost whose catalog this session holds
+        self._opened: asyncio.Future[str] | None = None  # the broker's open-ok: its vhost
+        self._tuned = False
         self._client = client
         self._broker: asyncio.Transport | None = None
         self._bcc_alias = bcc_alias
@@ -99,6 +119,7 @@ class Session:
         self._held = False
         self._closed = False
         self.frame_max = DEFAULT_FRAME_MAX
+        self.rewritten = 0  # publishes sent to a NAME.bindings
         self._expected: dict[int, collections.deque[_Expected]] = {}
         self._publishing: dict[int, tuple[RTopic, wire.Publish]] = {}
         self._closing: dict[int, list[bool]] = {}  # channel -> [client ok, broker ok]
@@ -109,6 +130,8 @@ class Session:
 
     def broker_connected(self, broker: asyncio.Transport) -> None:
         self._broker = broker
+        if not self._held:
+            self._client.resume_reading()
         self._pump_client()
 
     def close(self) -> None:
@@ -118,6 +141,36 @@ class Session:
         self._client.close()
         if self._broker is not None:
             self._broker.close()
+        if self._opened is not None and not self._opened.done():
+            self._opened.cancel()
+        if self._vhost is not None:
+            self._catalogs.release(self._vhost)
+            self._vhost = None
+
+    def _fail(self, code: int, text: str, kind: str) -> None:
+        """Ends the connection as RabbitMQ ends one: ``connection.close`` ``code`` with
+        ``text`` to the client (written before the socket closes), the broker connection
+        closed."""
+        LOG.warning("closing a client connection: %s", text)
+        if self._on_refusal is not None:
+            self._on_refusal(kind)
+        if not self._closed:
+            self._client.write(wire.connection_close(code, text))
+        self.close()
+
+    def _frame_too_large(self, size: int) -> None:
+        """A client frame announces more than the connection allows: refused before it is
+        read (RabbitMQ: ``frame_too_large``; before ``tune-ok`` it just closes the socket)."""
+        limit = self.frame_max if self._tuned else wire.PRE_TUNE_FRAME_MAX
+        if not self._tuned:
+            LOG.warning("closing a client connection: a frame of %d bytes before tune-ok "
+                        "(at most %d)", size, limit)
+            if self._on_refusal is not None:
+                self._on_refusal("frame_too_large")
+            self.close()
+            return
+        self._fail(501, f"FRAME_ERROR - type 1, all octets = <<>>: "
+                        f"{{frame_too_large,{size - 8},{limit - 8}}}", "frame_too_large")
 
     def refuse(self, reason: str) -> None:
         """The broker cannot be reached: the client is told so as RabbitMQ refuses a connection
@@ -145,6 +198,9 @@ class Session:
             self._client.write(wire.connection_start(b"rtroute proxy"))
         while len(buf) >= 7:
             frame_end = _U32(buf, 3)[0] + 8
+            if frame_end > wire.PRE_TUNE_FRAME_MAX:
+                self._frame_too_large(frame_end)
+                return
             if frame_end > len(buf):
                 return
             method = _U32(buf, 7)[0] if buf[0] == wire.FRAME_METHOD else None
@@ -161,6 +217,9 @@ class Session:
             self._pump_refusal()
         elif self._broker is not None:
             self._pump_client()
+        elif len(self._from_client) > wire.PRE_TUNE_FRAME_MAX + 8:
+            # the broker connection is still being made: the client waits (TCP pushes back)
+            self._client.pause_reading()
 
     def broker_data(self, data: bytes) -> None:
         self._from_broker += data
@@ -200,11 +259,21 @@ class Session:
         closing = self._closing
         publishing = self._publishing
         view = memoryview(buf)
+        limit = self.frame_max if self._tuned else wire.PRE_TUNE_FRAME_MAX
         try:
             while end - pos >= 7:
-                frame_end = pos + _U32(buf, pos + 3)[0] + 8
+                size = _U32(buf, pos + 3)[0] + 8
+                if size > limit:
+                    self._frame_too_large(size)
+                    return
+                frame_end = pos + size
                 if frame_end > end:
                     break
+                if buf[frame_end - 1] != wire.FRAME_END:
+                    self._fail(501, "FRAME_ERROR - rtroute proxy: a frame of the client does "
+                                    f"not end with 0xCE (got 0x{buf[frame_end - 1]:02X})",
+                               "frame_error")
+                    return
                 kind = buf[pos]
                 channel = _U16(buf, pos + 1)[0]
                 if kind == wire.FRAME_METHOD:
@@ -217,8 +286,10 @@ class Session:
                         if not self._client_method(channel, method, payload, out):
                             break  # held: this frame again when the wait is over
                         run = pos = frame_end
-                        if self._held:
+                        if self._held or self._closed:
                             break
+                        if method == wire.CONNECTION_TUNE_OK:
+                            limit = self.frame_max
                         continue
                 elif channel in publishing or channel in closing:
                     if run < pos:
@@ -235,17 +306,24 @@ class Session:
                 out.append(view[run:pos].tobytes())
         finally:
             view.release()
-            del buf[:pos]
-        if out and self._broker is not None:
+            if not self._closed:
+                del buf[:pos]
+        if out and self._broker is not None and not self._closed:
             self._broker.write(b"".join(out))
 
     def _client_method(self, channel: int, method: int, payload: bytes, out: list[bytes]) -> bool:
         """Handles one method frame of the client; False: hold the stream, frame unconsumed."""
         if channel in self._closing:
             state = self._closing[channel]
-            if method == wire.CHANNEL_CLOSE_OK:
+            if method == wire.CHANNEL_CLOSE_OK or method == wire.CHANNEL_CLOSE:
+                if method == wire.CHANNEL_CLOSE:  # both closed at once: answer it here
+                    self._client.write(wire.method_frame(channel, wire.CHANNEL_CLOSE_OK, b""))
                 state[0] = True
                 self._closing_done(channel)
+            elif method == wire.CHANNEL_OPEN and state[0]:
+                # the client is done with the channel, the broker not yet: its reopening waits
+                self._hold(self._closed_by_broker[channel].wait)
+                return False
             return True  # everything else the client sends on a closing channel is void
         frame = wire.HEAD.pack(wire.FRAME_METHOD, channel, len(payload)) + payload + b"\xce"
         catalog = self.catalog
@@ -255,20 +333,27 @@ class Session:
                 out.append(frame)
                 return True
             if not exchange.ready.is_set():
-                self._hold(exchange.ready.wait)
+                self._hold(lambda: self._exchange_ready(exchange))
                 return False
             self._publishing[channel] = (exchange, wire.parse_publish(payload))
             return True
         if method == wire.CONNECTION_OPEN:
+            if self._opened is not None:  # a second connection.open: the broker refuses it
+                out.append(frame)
+                return True
             vhost = wire.short(payload, 4)[0].decode("utf-8", "replace")
             out.append(frame)
-            self.catalog = self._catalog_of(vhost)
-            if not self.catalog.ready.is_set():
-                self._broker.write(b"".join(out))  # type: ignore[union-attr]
-                out.clear()
-                self._hold(self.catalog.ready.wait)
+            self._broker.write(b"".join(out))  # type: ignore[union-attr]
+            out.clear()
+            # nothing is started for the client before the broker accepted it: its catalog
+            # is taken at the broker's open-ok, and the client is read again once it is ready
+            self._opened = asyncio.get_running_loop().create_future()
+            self._expect(0, _Expected(wire.CONNECTION_OPEN_OK, b"",
+                                      lambda: self._opened.set_result(vhost)))  # type: ignore
+            self._hold(self._open_catalog)
             return True
         if method == wire.CONNECTION_TUNE_OK:
+            self._tuned = True
             self.frame_max = _U32(payload, 6)[0] or DEFAULT_FRAME_MAX
         elif method == wire.CHANNEL_OPEN:
             pending = self._closed_by_broker.get(channel)
@@ -286,13 +371,38 @@ class Session:
         out.append(frame)
         return True
 
+    async def _open_catalog(self) -> None:
+        """After the broker's open-ok: the catalog of the vhost, ready, or the client is told
+        why not within :data:`READY_TIMEOUT` seconds."""
+        assert self._opened is not None
+        vhost = await self._opened
+        if self._closed:
+            return
+        self._vhost = vhost
+        self.catalog = catalog = self._catalogs.acquire(vhost)
+        error = await catalog.wait_ready(READY_TIMEOUT)
+        if error is not None:
+            self._fail(541, f"INTERNAL_ERROR - rtroute proxy: cannot follow the x-rtopic "
+                            f"exchanges of vhost '{vhost}': {error}", "catalog")
+
+    async def _exchange_ready(self, exchange: RTopic) -> None:
+        """Until the bindings of ``exchange`` are listed, or the client is told why not."""
+        try:
+            await asyncio.wait_for(exchange.ready.wait(), READY_TIMEOUT)
+        except asyncio.TimeoutError:
+            self._fail(541, f"INTERNAL_ERROR - rtroute proxy: the bindings of x-rtopic exchange "
+                            f"'{exchange.name}' are not known after {READY_TIMEOUT:g} s",
+                       "catalog")
+
     def _expect(self, channel: int, *expected: _Expected) -> None:
         self._expected.setdefault(channel, collections.deque()).extend(expected)
 
     def _declare(self, channel: int, payload: bytes, frame: bytes, out: list[bytes],
                  catalog: VhostCatalog) -> bool:
         declare = wire.parse_declare(payload)
-        if declare.type != b"x-rtopic":
+        if declare.type != b"x-rtopic" or declare.passive:
+            # a passive declaration only checks that the exchange exists, whatever its type,
+            # as with the plugin (and registers nothing)
             out.append(frame)
             return True
         name, bindings = declare.exchange, declare.exchange + BINDINGS_SUFFIX.encode()
@@ -302,26 +412,27 @@ class Session:
         text = name.decode("utf-8", "replace")
         names = (name, bindings)
         known = catalog.rtopic(name) is not None
-        if declare.passive or known:
+        if known:
             # an x-rtopic exchange that exists: checked, whatever type its NAME.bindings has
             out.append(wire.declare(channel, bindings, b"topic", bits | 1))
             self._expect(channel, _Expected(wire.EXCHANGE_DECLARE_OK, names=names))
-        if not declare.passive:
-            if not known:  # direct on RabbitMQ 4, topic on 3.x, as the sidecar declares it
-                out.append(wire.declare(channel, bindings, catalog.bindings_type.encode(),
-                                        bits, declare.arguments))
-                self._expect(channel, _Expected(
-                    wire.EXCHANGE_DECLARE_OK, names=names,
-                    refused=lambda close: _bindings_refused(channel, close, names)))
+        else:  # direct on RabbitMQ 4, topic on 3.x, as the sidecar declares it
+            out.append(wire.declare(channel, bindings, catalog.bindings_type.encode(),
+                                    bits, declare.arguments))
+            self._expect(channel, _Expected(
+                wire.EXCHANGE_DECLARE_OK, names=names,
+                refused=lambda close: _bindings_refused(channel, close, names)))
 
-            def name_refused(close: bytes) -> bytes:
-                if not known:  # NAME.bindings was declared just now: not left behind unused
-                    catalog.discard_unused(bindings.decode("utf-8", "replace"))
-                return _name_refused(channel, close, name)
+        def name_refused(close: bytes) -> bytes:
+            if not known:  # NAME.bindings was declared just now: not left behind unused
+                catalog.discard_unused(bindings.decode("utf-8", "replace"))
+            return _name_refused(channel, close, name)
 
-            out.append(wire.declare(channel, name, b"fanout", bits & ~1))
-            self._expect(channel, _Expected(wire.EXCHANGE_DECLARE_OK, names=names,
-                                            refused=name_refused))
+        # the layout's fanout, marked as such (the mark holds on an exchange created here; a
+        # declaration needs configure permission on NAME, so the mark says who may register)
+        out.append(wire.declare(channel, name, b"fanout", bits, LAYOUT_ARGUMENTS))
+        self._expect(channel, _Expected(wire.EXCHANGE_DECLARE_OK, names=names,
+                                        refused=name_refused))
         out.append(wire.bind(channel, bindings, REGISTRY_EXCHANGE.encode(), name))
         self._expect(channel, _Expected(wire.EXCHANGE_BIND_OK, answer,
                                         lambda: catalog.learn(text), names))
@@ -370,8 +481,8 @@ class Session:
         """The content header of a publish to an x-rtopic exchange: route, rewrite, send."""
         exchange, publish = self._publishing[channel]
         plain = not header[FLAGS_OFFSET] & (FLAG_HEADERS >> 8)
-        if plain:  # no headers: the same key and properties are rewritten alike
-            cache_key = (publish.routing_key, header[3:])
+        if plain:  # no headers: the same key, bits and properties are rewritten alike
+            cache_key = (publish.routing_key, publish.bits, header[3:])
             cached = exchange.rewritten.get(cache_key)
             if cached is not None and self.frame_max >= len(cached[1]) + 8:
                 method, payload = cached
@@ -379,6 +490,7 @@ class Session:
                            b"\xce")
                 out.append(header[:1] + wire.U16.pack(channel) + payload)
                 del self._publishing[channel]
+                self.rewritten += 1
                 return
         if not _U16(header, 11 + 8)[0]:  # no properties at all
             headers = None
@@ -404,12 +516,16 @@ class Session:
             out.append(header)
             del self._publishing[channel]
             return
-        if len(decision.publishes) > 1:
+        publishes = decision.publishes
+        if len(publishes) > 1 or (publishes and (
+                publishes[0].bcc is None or publishes[0].routing_key != key)):
+            # more than one publish, or one that is not the client's (to a destination
+            # itself, or with another routing key): not what the client's confirm would be for
             self._refuse(channel, f"PRECONDITION_FAILED - rtroute proxy: the message matched "
                                   f"more binding keys than one header frame of {self.frame_max}"
                                   " bytes can carry", out)
             return
-        bcc = decision.publishes[0].bcc if decision.publishes else ()
+        bcc = publishes[0].bcc if publishes else ()
         if bcc or (headers is not None and ("BCC" in headers or self._bcc_alias in headers)):
             if edited is None:
                 edited = ContentHeader(header)
@@ -426,6 +542,7 @@ class Session:
         out.append(method)
         out.append(header)
         del self._publishing[channel]
+        self.rewritten += 1
         if plain:
             if len(exchange.rewritten) >= 4096:
                 exchange.rewritten.clear()
@@ -438,6 +555,8 @@ class Session:
         waits for the broker's."""
         del self._publishing[channel]
         LOG.warning("channel %d: %s", channel, text)
+        if self._on_refusal is not None:
+            self._on_refusal("publish")
         self._client.write(wire.channel_close(channel, 406, text, wire.BASIC_PUBLISH))
         out.append(wire.channel_close(channel, 200, "closed by the rtroute proxy", 0))
         self._closing[channel] = [False, False]

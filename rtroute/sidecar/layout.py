@@ -23,6 +23,9 @@ DEAD_LETTER_EXCHANGE = "rtroute.dead"
 CONSISTENT_HASH_TYPE = "x-consistent-hash"
 CONSISTENT_HASH_PLUGIN = "rabbitmq_consistent_hash_exchange"
 DEAD_LETTER_QUEUE = "rtroute.dead"
+# the argument an x-rtopic exchange's fanout NAME is declared with (by the sidecar and the
+# proxy): the proxy follows a registration of NAME only for such a NAME (rtroute.proxy.catalog)
+LAYOUT_ARGUMENT = "x-rtroute-layout"
 
 # rtroute.dead declared as a quorum queue exists as a classic one, or the other way round
 _INEQUIVALENT_DEAD_LETTER_TYPE = re.compile(
@@ -50,7 +53,9 @@ def declarations_for(spec: ExchangeSpec, rtopic_bindings_type: str = "topic") ->
     bindings_type = rtopic_bindings_type if spec.kind == "rtopic" else spec.kind
     decls: list[dict] = [
         {"method": "exchange.declare", "exchange": spec.name, "type": "fanout",
-         "durable": True},
+         "durable": True,
+         # says to proxies that NAME is an x-rtopic exchange's fanout (rtroute.proxy.catalog)
+         "arguments": {LAYOUT_ARGUMENT: "rtopic"} if spec.kind == "rtopic" else {}},
         {"method": "exchange.declare", "exchange": spec.bindings_exchange,
          "type": bindings_type, "durable": True, "arguments": bindings_args},
     ]
