@@ -565,8 +565,10 @@ class Session:
 
     def _closing_done(self, channel: int) -> None:
         state = self._closing[channel]
-        if state[1]:
-            self._closed_by_broker.pop(channel).set()
+        if state[1]:  # whichever side answered first, the broker's close-ok wakes the waiters
+            closed = self._closed_by_broker.pop(channel, None)
+            if closed is not None:
+                closed.set()
         if state[0] and state[1]:
             del self._closing[channel]
 
