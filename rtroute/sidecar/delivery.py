@@ -23,17 +23,34 @@ treats it as a wildcard there (a direct exchange matches it literally, as the pl
 ``destinations_of`` tells the planner what RabbitMQ really reaches with a key, wildcard
 bindings of a topic ``NAME.bindings`` included.
 
-A header frame must fit in ``frame_max``, which bounds one publish's BCC list. A larger match
-set is split into several publishes such that no destination is reachable from two of them
-(keys that share a destination travel together). That is only safe when the routing key and the
-CC entries (which RabbitMQ routes on every publish) are not themselves bound keys; otherwise, and
-for a group of keys too large for any frame, the remaining destinations are reached one by one:
-a queue through the default exchange (the consumer then sees exchange ``""`` and the queue name
-as routing key: a documented difference), an exchange directly with the original routing key.
+A header frame must fit in ``frame_max``, which bounds one publish's ``BCC`` list. When the
+matched keys do not fit, only a *cover* of them travels: RabbitMQ gives a destination one copy
+per publish however many of its keys match, so one key per destination is enough (7,000 keys
+bound to one queue become one ``BCC`` entry). The cover is greedy (first the key that reaches
+the most destinations not yet covered; deterministic) and leaves out the destinations that
+the routing key and the CC entries reach, since RabbitMQ routes those on every publish of the
+original key. A cover that still does not fit is split into several publishes such that no
+destination is reachable from two of them (keys that share a destination travel together).
+That is only safe when neither the routing key nor a CC entry reaches a destination; otherwise
+there is one publish of the original key, with as many groups of keys as fit. A destination
+that still cannot be carried (its group does not fit one frame, or the one publish is full) is
+reached on its own:
+
+- if no CC entry reaches a destination: with a publish to ``NAME.bindings`` whose routing key
+  is a matched key reaching only queues that no other publish reaches (``published_key`` holds
+  the key as published; the consumer sees the binding key as the routing key, as with
+  ``by_matched_key``). Never a key that reaches an exchange, which would route that key instead
+  of the key as published;
+- otherwise (a bound CC entry would be routed again by that publish), and when no such key
+  exists: a queue through the default exchange (the consumer then sees exchange ``""`` and the
+  queue name as routing key: a documented difference) and an exchange directly with the
+  original routing key. The kept CC header is routed on the default exchange too, so a queue
+  *named* like a CC entry gets a copy of each such publish (the planner cannot see queues by
+  name).
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 # AMQP field-table cost of BCC: name (1 + 3), type (1), array length (4); per entry type (1),
@@ -60,8 +77,9 @@ class Publish:
     exchange: str
     routing_key: str
     bcc: tuple[str, ...] | None
-    # set when routing_key is the one matched binding key instead of the key as published
-    # (``by_matched_key``): the key as published, for a header
+    # set when routing_key is a matched binding key instead of the key as published
+    # (``by_matched_key``, or a destination reached on its own): the key as published, for a
+    # header
     published_key: str | None = None
 
 
@@ -82,9 +100,11 @@ def plan_delivery(
     """Returns the publishes that give every destination of ``matched`` exactly one copy.
 
     Args:
-        bindings_exchange: the direct exchange holding the bindings (``NAME.bindings``).
-        routing_key: the routing key as published (kept on every publish).
-        cc: the string entries of the ``CC`` header as published (kept).
+        bindings_exchange: the exchange holding the bindings (``NAME.bindings``).
+        routing_key: the routing key as published (kept on every publish to
+            ``bindings_exchange`` but those that set ``published_key``).
+        cc: the string entries of the ``CC`` header as published (the callers keep it on
+            every publish).
         matched: the distinct binding keys the message matched.
         destinations_of: where RabbitMQ delivers a publish routed with a given key.
         budget: bytes the ``BCC`` header may take in one header frame.
@@ -100,8 +120,7 @@ def plan_delivery(
     cc = list(cc)
     if by_matched_key and len(keys) == 1 and not cc and keys[0] != routing_key:
         return [Publish(bindings_exchange, keys[0], (), routing_key)]
-    always_routed = {routing_key, *cc}
-    if always_routed.issuperset(keys):
+    if {routing_key, *cc}.issuperset(keys):
         # RabbitMQ routes the routing key and CC on every publish: an exact-key publish needs
         # no BCC (which costs the broker a header rewrite and a trie walk per entry)
         return [Publish(bindings_exchange, routing_key, ())]
@@ -109,38 +128,97 @@ def plan_delivery(
             bcc_cost(keys) <= budget:
         return [Publish(bindings_exchange, routing_key, tuple(keys))]
 
-    groups = _groups_sharing_destinations(keys, destinations_of)
-    # RabbitMQ routes the routing key and CC on every publish: the group reached that way must
-    # travel in the first publish, and a second publish is safe only if no such key is bound.
-    groups.sort(key=lambda g: (not (always_routed & set(g)), -len(g)))
-    splittable = not any(any(destinations_of(k)) for k in always_routed)
+    reach = {k: frozenset(destinations_of(k)) for k in keys}
+    # reached by every publish to bindings_exchange (CC) or of the original key (both)
+    cc_routed = {d for c in cc for d in destinations_of(c)}
+    routed = cc_routed.union(destinations_of(routing_key))
+    cover = _cover(keys, reach, routed)
+    if not cover:
+        return [Publish(bindings_exchange, routing_key, ())]
+    groups = _groups_sharing_destinations(cover, reach.__getitem__)
+    groups.sort(key=len, reverse=True)  # stable: ties keep the keys' order
+    # a second publish of the original key would reach the routed destinations again
+    splittable = not routed
 
     publishes: list[Publish] = []
     current: list[str] = []
+    cost = BCC_FIXED_COST
     leftover: list[str] = []
     for group in groups:
-        if bcc_cost(current + group) <= budget:
+        group_cost = bcc_cost(group) - BCC_FIXED_COST
+        if cost + group_cost <= budget:
             current += group
-        elif not publishes and not current and not splittable:
-            leftover += group  # cannot go in a BCC publish at all (too large for one frame)
-        elif splittable and bcc_cost(group) <= budget:
+            cost += group_cost
+        elif splittable and BCC_FIXED_COST + group_cost <= budget:
             publishes.append(Publish(bindings_exchange, routing_key, tuple(sorted(current))))
             current = list(group)
+            cost = BCC_FIXED_COST + group_cost
         else:
-            leftover += group
-    if current:
+            leftover += group  # too large for one frame, or the one publish is full
+    if current or not splittable:
         publishes.append(Publish(bindings_exchange, routing_key, tuple(sorted(current))))
 
-    reached = {d for p in publishes for k in (p.bcc or ()) for d in destinations_of(k)}
-    if not splittable and publishes:
-        reached |= {d for k in always_routed for d in destinations_of(k)}
-    direct = sorted({d for k in leftover for d in destinations_of(k)} - reached)
-    for kind, name in direct:
-        if kind == "exchange":
-            publishes.append(Publish(name, routing_key, None))
+    reached = routed.union(*(reach[k] for p in publishes for k in p.bcc or ()))
+    rest = sorted({d for k in leftover for d in reach[k]} - reached)
+    own_keys = {} if cc_routed else _keys_reaching_only(keys, reach, set(rest))
+    for destination in rest:
+        if destination in reached:
+            continue  # by the bound key of an earlier one
+        for k in own_keys.get(destination, ()):
+            if reached.isdisjoint(reach[k]):
+                publishes.append(Publish(bindings_exchange, k, (), routing_key))
+                reached |= reach[k]
+                break
         else:
-            publishes.append(Publish("", name, None))
+            kind, name = destination
+            if kind == "exchange":
+                publishes.append(Publish(name, routing_key, None))
+            else:
+                publishes.append(Publish("", name, None))
+            reached.add(destination)
     return publishes
+
+
+def _cover(
+    keys: list[str], reach: Mapping[str, frozenset[Destination]], skip: set[Destination]
+) -> list[str]:
+    """A few of ``keys`` (sorted) that together reach every destination that ``keys`` reach,
+    but those in ``skip``: greedy, the key that reaches the most destinations not yet covered
+    first (deterministic). A key is looked at again only when some of its destinations
+    were covered meanwhile, so the cost stays near the number of (key, destination) pairs."""
+    uncovered = set().union(*reach.values()) - skip
+    buckets: dict[int, list[str]] = {}  # uncovered destinations of a key (maybe fewer now)
+    for k in reversed(keys):  # pop() takes them in key order
+        n = len(reach[k] & uncovered)
+        if n:
+            buckets.setdefault(n, []).append(k)
+    chosen = []
+    for n in range(max(buckets, default=0), 0, -1):
+        bucket = buckets.get(n, [])
+        while bucket:
+            k = bucket.pop()
+            fresh = reach[k] & uncovered
+            if len(fresh) == n:
+                chosen.append(k)
+                uncovered -= fresh
+            elif fresh:
+                buckets.setdefault(len(fresh), []).append(k)
+    return sorted(chosen)
+
+
+def _keys_reaching_only(
+    keys: list[str], reach: Mapping[str, frozenset[Destination]], wanted: set[Destination]
+) -> dict[Destination, list[str]]:
+    """Per destination of ``wanted``, the keys (in order) that reach only queues of
+    ``wanted``: publishing such a key as the routing key reaches nothing else. (An exchange
+    would route the key instead of the key as published.)"""
+    found: dict[Destination, list[str]] = {}
+    for k in keys:
+        ds = reach[k]
+        if ds and ds <= wanted and all(kind == "queue" for kind, _ in ds):
+            for d in ds:
+                found.setdefault(d, []).append(k)
+    return found
 
 
 def _groups_sharing_destinations(
