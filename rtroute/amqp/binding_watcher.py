@@ -4,10 +4,14 @@ How it stays exact without a gap:
 
 1. On :meth:`BindingWatcher.start` the watcher opens its own channel on the caller's
    ``SelectConnection``, declares an exclusive server-named queue, binds it to
-   ``amq.rabbitmq.event`` (``binding.*``, ``queue.deleted``, ``exchange.deleted``) and consumes it.
-2. Only after the binds are confirmed does it list the bindings through the management API, in a
-   worker thread (HTTP must not block the ioloop); the result is handed back to the ioloop with
-   ``add_callback_threadsafe``.
+   ``amq.rabbitmq.event`` (``binding.*``, ``queue.deleted``, ``exchange.deleted``) and consumes it,
+   sending all of it at once: the binds and the consume name the queue ``""`` (AMQP's "the queue
+   last declared on this channel"). However soon the channel is then closed, the broker attaches
+   the consumer first, and the auto-delete queue goes with it; a queue left without a consumer
+   would stay, bound to the event exchange, until the connection closes.
+2. Only after the consume is confirmed (the binds before it are done then) does it list the
+   bindings through the management API, in a worker thread (HTTP must not block the ioloop); the
+   result is handed back to the ioloop with ``add_callback_threadsafe``.
 3. Events that arrive while the listing runs are buffered, then replayed on top of the listing.
    Every change made after the event queue was bound produces an event, and every change made
    before is in the listing; replaying the buffered events in order (adds and removes are
@@ -24,10 +28,17 @@ queue or a destination exchange emits ``binding.deleted`` for each of its bindin
 (``'{<<"x">>,signedint,1}'``), not as a table.
 
 Everything here runs in the connection's ioloop thread, and so do the callbacks.
+
+Callbacks can arrive late: pika still answers a request made before ``channel.close()``, opens a
+channel whose open was requested before :meth:`BindingWatcher.stop`, and reports closes of
+channels the watcher has let go. Only the channel in ``_channel`` is the watcher's; every
+channel callback first checks that it is about that channel, so a late one does nothing, and a
+channel that opens when it is no longer wanted is closed.
 """
 from __future__ import annotations
 
 import enum
+import functools
 import json
 import logging
 import re
@@ -130,7 +141,7 @@ class BindingWatcher:
         self._key_counts: dict[str, int] = {}
         self._by_destination: dict[tuple[str, str], set[_Entry]] = {}
         self._connection: Any = None
-        self._channel: Any = None
+        self._channel: Any = None  # the event channel in use, from the open request on
         self._events = False
         self._buffer: list[tuple[str, Any]] | None = None
         self._listing_generation = 0
@@ -186,24 +197,26 @@ class BindingWatcher:
         self._cancel_timer()
         self._listing_generation += 1  # a listing still running for an old connection is void
         self._listing_running = False
+        self._release_channel()  # a restart on the same connection must not leave one open
         self._connection = connection
-        self._channel = None
         self._exact = False  # events were missed while detached: the next listing is the truth
         self.state = WatcherState.STARTING
         if self._use_events:
-            connection.channel(on_open_callback=self._on_channel_open)
+            channel = connection.channel(on_open_callback=self._on_channel_open)
+            channel.add_on_close_callback(self._on_channel_closed)
+            self._channel = channel
         else:
             self._events = False
             self._start_listing()
 
     def stop(self) -> None:
-        """Stop watching (ioloop thread): cancel timers, close the watcher's channel."""
+        """Stop watching (ioloop thread): cancel timers, close the watcher's channel (one still
+        opening is closed as soon as it opens). Callbacks that arrive later do nothing."""
         self.state = WatcherState.STOPPED
         self._listing_generation += 1
+        self._listing_running = False
         self._cancel_timer()
-        channel, self._channel = self._channel, None
-        if channel is not None and channel.is_open:
-            channel.close()
+        self._release_channel()
 
     def relist_soon(self, delay: float = 0.5) -> None:
         """Re-list within ``delay`` seconds (after a running listing, if any)."""
@@ -216,31 +229,29 @@ class BindingWatcher:
 
     # -- event subscription --------------------------------------------------------------------
 
+    def _release_channel(self) -> None:
+        # from here on the channel's callbacks find it is not ours; one still opening is closed
+        # by _on_channel_open, one closing already needs nothing
+        channel, self._channel = self._channel, None
+        if channel is not None and channel.is_open:
+            channel.close()
+
     def _on_channel_open(self, channel: Any) -> None:
-        if self.state is WatcherState.STOPPED or self._connection is None:
+        if channel is not self._channel:  # stopped, or started again, while it opened
             channel.close()
             return
-        self._channel = channel
-        channel.add_on_close_callback(self._on_channel_closed)
-        channel.queue_declare("", exclusive=True, auto_delete=True,
-                              callback=self._on_event_queue_declared)
+        # no callbacks (nowait) but the last: a failed bind closes the channel all the same
+        channel.queue_declare("", exclusive=True, auto_delete=True)
+        for key in EVENT_KEYS:
+            channel.queue_bind("", EVENT_EXCHANGE, key)
+        channel.basic_consume("", self._on_event, auto_ack=True,
+                              callback=functools.partial(self._on_subscribed, channel))
 
-    def _on_event_queue_declared(self, frame: Any) -> None:
-        queue = frame.method.queue
-        channel = self._channel
-        remaining = list(EVENT_KEYS)
-
-        def bind_next(_frame: Any = None) -> None:
-            if channel is not self._channel:
-                return
-            if remaining:
-                channel.queue_bind(queue, EVENT_EXCHANGE, remaining.pop(0), callback=bind_next)
-                return
-            channel.basic_consume(queue, self._on_event, auto_ack=True)
-            self._events = True
-            self._start_listing()  # only now: every later change has an event queued for us
-
-        bind_next()
+    def _on_subscribed(self, channel: Any, _frame: Any) -> None:
+        if channel is not self._channel:  # stopped, or started again, meanwhile
+            return
+        self._events = True
+        self._start_listing()  # only now: every later change has an event queued for us
 
     def _on_channel_closed(self, channel: Any, reason: Exception) -> None:
         if channel is not self._channel:
@@ -266,9 +277,20 @@ class BindingWatcher:
         LOGGER.warning("binding watcher for %s: %s; resubscribing", self.exchange,
                        self.last_error)
         self._events = False
-        self._schedule(self.retry_delay, lambda: self.start(connection))
+        # the resubscription lists anyway; a listing still running would replace its timer
+        self._listing_generation += 1
+        self._listing_running = False
+        self._schedule(self.retry_delay, lambda: self._resubscribe(connection))
 
-    def _on_event(self, _channel: Any, method: Any, properties: Any, _body: bytes) -> None:
+    def _resubscribe(self, connection: Any) -> None:
+        if connection.is_open:
+            self.start(connection)
+        else:  # lost while the retry was due: the reconnect calls start() with the new one
+            self.state = WatcherState.DETACHED
+
+    def _on_event(self, channel: Any, method: Any, properties: Any, _body: bytes) -> None:
+        if channel is not self._channel:  # a delivery on a channel the watcher let go
+            return
         event = self._parse_event(method.routing_key, properties.headers or {})
         if event is None:
             return
@@ -301,7 +323,6 @@ class BindingWatcher:
     # -- listing -------------------------------------------------------------------------------
 
     def _start_listing(self) -> None:
-        self._timer = None
         if self.state in (WatcherState.STOPPED, WatcherState.DETACHED):
             return
         if self._listing_running:
@@ -482,9 +503,16 @@ class BindingWatcher:
     # -- helpers -------------------------------------------------------------------------------
 
     def _schedule(self, delay: float, callback: Callable[[], Any]) -> None:
+        """The watcher's one timer: scheduling replaces (cancels) the pending one."""
         self._cancel_timer()
-        if self._connection is not None:
-            self._timer = self._connection.ioloop.call_later(delay, callback)
+        if self._connection is None:
+            return
+
+        def fire() -> None:
+            self._timer = None
+            callback()
+
+        self._timer = self._connection.ioloop.call_later(delay, fire)
 
     def _cancel_timer(self) -> None:
         if self._timer is not None and self._connection is not None:

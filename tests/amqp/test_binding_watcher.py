@@ -1,6 +1,7 @@
 """BindingWatcher against the real broker: listing, events, no gap, polling, reconnects."""
 from __future__ import annotations
 
+import json
 import threading
 import time
 import uuid
@@ -9,7 +10,7 @@ import pytest
 
 from rtroute.amqp import Binding, BindingWatcher, ManagementClient, WatcherState, connect_blocking
 
-from ..conftest import broker_uri_for
+from ..conftest import broker_ctl, broker_uri_for
 
 pytestmark = pytest.mark.broker
 
@@ -301,3 +302,92 @@ def test_a_listing_of_an_exchange_the_api_does_not_know_changes_nothing(ioloop, 
     until(lambda: watcher.last_error and "does not exist" in watcher.last_error)
     assert known(runner, watcher) == {Binding(queue, "queue", "k")}
     assert recorder.removed == []
+
+
+class SharedConnection:
+    """The one connection that all watchers use (as the proxy catalog's do), keeping each
+    channel they open on it."""
+
+    def __init__(self, connection) -> None:
+        self._connection = connection
+        self.channels = []
+
+    def channel(self, on_open_callback):
+        channel = self._connection.channel(on_open_callback=on_open_callback)
+        self.channels.append(channel)
+        return channel
+
+    def __getattr__(self, name):
+        return getattr(self._connection, name)
+
+
+def start_stop_cycles(runner, exchange, management, until, cycles=20) -> SharedConnection:
+    """One watcher per cycle, started and soon stopped on one shared connection, as the proxy
+    catalog does when an x-rtopic exchange is declared and deleted. The stop lands at another
+    step each time: before the channel opened, during the subscription, during or after the
+    first listing; every fifth watcher is started a second time before it is stopped."""
+    shared = runner.call(lambda: SharedConnection(runner.connection))
+
+    def cycle(i: int) -> None:
+        watcher = BindingWatcher(exchange, management, relist_interval=300)
+        watcher.start(shared)
+        if i % 5 == 0:
+            watcher.stop()
+            return
+        if i % 5 == 4:
+            watcher.start(shared)
+        shared.ioloop.call_later(0.002 * i, watcher.stop)
+
+    for i in range(cycles):
+        runner.call(lambda i=i: cycle(i))
+    until(lambda: runner.call(lambda: all(channel.is_closed for channel in shared.channels)))
+    assert len(shared.channels) == cycles + cycles // 5
+    return shared
+
+
+def test_quick_start_stop_cycles_on_a_shared_connection_keep_it_open(ioloop, channel, names,
+                                                                    mgmt, until):
+    exchange, queue = names.exchange(), names.queue()
+    channel.exchange_declare(exchange, "topic")
+    channel.queue_declare(queue, durable=True)
+    runner = ioloop()
+    shared = start_stop_cycles(runner, exchange, mgmt, until)
+    assert runner.call(lambda: runner.connection.is_open)
+    assert runner.losses == [] and len(runner.readies) == 1
+
+    recorder = Recorder()
+    watcher = recorder.watcher(exchange, mgmt, relist_interval=300)
+    runner.call(lambda: watcher.start(shared))
+    assert recorder.ready.wait(10)
+    channel.queue_bind(queue, exchange, "after.the.cycles")
+    until(lambda: Binding(queue, "queue", "after.the.cycles") in recorder.added)
+    assert runner.losses == [] and len(runner.readies) == 1
+
+
+def queues_owned_by(connection_name: str) -> list[str]:
+    """The queues of the connection whose client named it ``connection_name`` (an exclusive
+    queue is its connection's; rabbitmqctl tells which, without the statistics' lag)."""
+    connections = json.loads(broker_ctl("list_connections", "pid", "client_properties",
+                                        "--formatter", "json").stdout)
+    named = ["connection_name", "longstr", connection_name]
+    pids = [row["pid"] for row in connections
+            if isinstance(row["client_properties"], list) and named in row["client_properties"]]
+    assert len(pids) == 1, connections
+    queues = json.loads(broker_ctl("list_queues", "name", "owner_pid", "--formatter",
+                                   "json").stdout)
+    return [row["name"] for row in queues if row["owner_pid"] == pids[0]]
+
+
+def test_quick_start_stop_cycles_leave_no_event_queue_behind(ioloop, channel, names, mgmt,
+                                                             until):
+    exchange = names.exchange()
+    channel.exchange_declare(exchange, "topic")
+    runner = ioloop()
+    shared = start_stop_cycles(runner, exchange, mgmt, until)
+    assert queues_owned_by(runner.connection_name) == []
+    recorder = Recorder()
+    watcher = recorder.watcher(exchange, mgmt, relist_interval=300)
+    runner.call(lambda: watcher.start(shared))
+    assert recorder.ready.wait(10)
+    assert len(queues_owned_by(runner.connection_name)) == 1  # the one watcher still running
+    assert runner.losses == []
