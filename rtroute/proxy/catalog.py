@@ -331,8 +331,7 @@ class VhostCatalog:
             watcher.start(connection)
 
     def _on_lost(self, reason: str) -> None:
-        self._pika_connection = None
-        LOG.warning("proxy catalog of vhost %r: %s", self.vhost, reason)
+        self._pika_connection = None  # (the connection's own WARNING line says why)
         self._to_loop(self._on_failure, reason)
 
     def _watch(self, name: str) -> None:

@@ -30,40 +30,93 @@ DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
 @click.option("-c", "--config", "config_path", default=None,
               type=click.Path(exists=True, dir_okay=False),
               help="rtroute.toml: its [proxy] table (options given here win).")
+@click.option("--http", "http_listen", default=None, metavar="HOST:PORT",
+              help="Ops endpoint (/livez /readyz /status /metrics), loopback unless a token "
+                   "is set ([proxy] http).  [default: none]")
+@click.option("--token", "cli_token", default=None, envvar="RTROUTE_HTTP_TOKEN",
+              show_envvar=True,
+              help="Bearer token of the ops endpoint (overrides [proxy] http_token); needed "
+                   "beyond loopback.")
+@click.option("--token-file", "token_file", default=None, envvar="RTROUTE_HTTP_TOKEN_FILE",
+              show_envvar=True, type=click.Path(dir_okay=False),
+              help="Read that token from a file (its content, stripped).")
 @click.option("--log-level", default="INFO", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
+@click.option("--log-format", default="text", show_default=True, envvar="RTROUTE_LOG_FORMAT",
+              type=click.Choice(["text", "json"], case_sensitive=False),
+              help="Log lines as text or as one JSON object per line.")
 def proxy(listen: tuple[str, ...], listen_tls: tuple[str, ...], uri: str | None,
           management_uri: str | None, certfile: str | None, keyfile: str | None,
           cacertfile: str | None, verify_peer: bool | None, reuse_port: bool | None,
-          config_path: str | None, log_level: str) -> None:
+          config_path: str | None, http_listen: str | None, cli_token: str | None,
+          token_file: str | None, log_level: str, log_format: str) -> None:
     """An AMQP 0-9-1 proxy: x-rtopic exchanges as the plugin has them, for any client.
 
     Clients connect to it as to RabbitMQ (only the port changes); their handshake and
     credentials pass through to the broker.
     """
     from rtroute.config_lines import ConfigError
+    from rtroute.core import warn_if_fallback
+    from rtroute.logsetup import configure as configure_logging
+    from rtroute.ops_http import ListenError
     from rtroute.proxy.config import load_proxy_settings
+    from rtroute.proxy.ops import read_token_file
     from rtroute.proxy.server import run
 
-    logging.basicConfig(level=log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("pika").setLevel(logging.WARNING)
+    configure_logging(log_level.upper(), log_format.lower())
+    warn_if_fallback()
+    if token_file:
+        if cli_token:
+            raise click.UsageError("give either --token or --token-file, not both")
+        try:
+            cli_token = read_token_file(token_file)
+        except ValueError as exc:
+            raise click.ClickException(str(exc)) from None
     try:
-        settings = load_proxy_settings(config_path) if config_path else \
-            ProxySettings(uri=DEFAULT_URI)
+        settings = load_proxy_settings(config_path, token_given=bool(cli_token)) \
+            if config_path else ProxySettings(uri=DEFAULT_URI)
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
     given = {"listen": list(listen), "listen_tls": list(listen_tls), "uri": uri,
              "management_uri": management_uri, "certfile": certfile, "keyfile": keyfile,
-             "cacertfile": cacertfile, "verify_peer": verify_peer, "reuse_port": reuse_port}
+             "cacertfile": cacertfile, "verify_peer": verify_peer, "reuse_port": reuse_port,
+             "http": http_listen, "http_token": cli_token}
     for key, value in given.items():
         if value:
             setattr(settings, key, value)
+    if uri and click.get_current_context().get_parameter_source("uri") is \
+            click.core.ParameterSource.COMMANDLINE and _has_password(uri):
+        logging.getLogger("rtroute.proxy").warning(
+            "--uri holds a password, which every user of this machine sees in `ps`: give it in "
+            "RTROUTE_URI (or [broker] uri of a config file) instead")
     if not settings.listen and not settings.listen_tls:
         settings.listen = ["127.0.0.1:5680"]
     try:
         settings.client_ssl_context()
     except (ValueError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
-    run(settings, on_listening=lambda addresses: click.echo(
-        "listening on " + ", ".join(f"{h}:{p}" for h, p in addresses), err=True))
+    try:
+        run(settings, on_listening=_announce)
+    except ListenError as exc:
+        raise click.ClickException(str(exc)) from None
+    except ValueError as exc:  # e.g. an endpoint beyond loopback without a token, a bad URI
+        raise click.ClickException(str(exc)) from None
+
+
+def _has_password(uri: str) -> bool:
+    from urllib.parse import urlsplit
+
+    try:
+        return bool(urlsplit(uri).password)
+    except ValueError:
+        return False
+
+
+def _announce(addresses: list[tuple[str, int]]) -> None:
+    """``listening on HOST:PORT, ...``: one line in the log's format, whatever the log level
+    (scripts and supervisors wait for it)."""
+    logger = logging.getLogger("rtroute.proxy")
+    # handle() passes the record to the handlers without the level check of info()
+    logger.handle(logger.makeRecord(
+        logger.name, logging.INFO, __file__, 0,
+        "listening on " + ", ".join(f"{h}:{p}" for h, p in addresses), (), None))

@@ -10,6 +10,8 @@
     keyfile = "/etc/rtroute/proxy.key"
     cacertfile = "/etc/rtroute/ca.pem"      # with verify_peer = true
     reuse_port = true
+    http = "127.0.0.1:9420"                 # /livez /readyz /status /metrics (default: none)
+    # http_token = "..."                    # needed when http is beyond loopback
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import os
 from pathlib import Path
 
 from rtroute.config_lines import ConfigError, TableReader, Where, check_size, load_toml
+from rtroute.netaddr import is_loopback, split_listen
 from rtroute.proxy.server import ProxySettings, split_hostport
 
 __all__ = ["load_proxy_settings", "loads_proxy_settings"]
@@ -24,8 +27,12 @@ __all__ = ["load_proxy_settings", "loads_proxy_settings"]
 DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
 
 
-def load_proxy_settings(path: str | os.PathLike) -> ProxySettings:
+def load_proxy_settings(path: str | os.PathLike, token_given: bool = False) -> ProxySettings:
     """The proxy's settings from ``[broker]`` and ``[proxy]`` of a config file.
+
+    ``token_given``: the HTTP token comes from elsewhere (``--token``), so a non-loopback
+    ``http`` without ``http_token`` is fine; ``RTROUTE_HTTP_TOKEN`` or
+    ``RTROUTE_HTTP_TOKEN_FILE`` in the environment count as given too.
 
     Raises:
         ConfigError: unreadable file or a bad value (``file:line: message``).
@@ -35,10 +42,11 @@ def load_proxy_settings(path: str | os.PathLike) -> ProxySettings:
     except OSError as exc:
         raise ConfigError(f"cannot read the config file: {exc.strerror}", None,
                           str(path)) from None
-    return loads_proxy_settings(text, str(path))
+    return loads_proxy_settings(text, str(path), token_given)
 
 
-def loads_proxy_settings(text: str, path: str | None = "rtroute.toml") -> ProxySettings:
+def loads_proxy_settings(text: str, path: str | None = "rtroute.toml",
+                         token_given: bool = False) -> ProxySettings:
     """As :func:`load_proxy_settings`, from the file's text."""
     check_size(text, path)
     data, source = load_toml(text, path)
@@ -82,7 +90,21 @@ def loads_proxy_settings(text: str, path: str | None = "rtroute.toml") -> ProxyS
     settings.verify_peer = reader.boolean("verify_peer", default=False)
     settings.reuse_port = reader.boolean("reuse_port", default=False)
     settings.bcc_alias = reader.string("bcc_alias_header", default=settings.bcc_alias)
+    settings.http = reader.string("http", default=None, empty=False)
+    settings.http_token = reader.string("http_token", default=None, empty=False)
     reader.finish()
+    if settings.http is not None:
+        try:
+            host, _port = split_listen(settings.http)
+        except ValueError as exc:
+            raise reader.error_at(("http",), f"http {exc}, got {settings.http!r}") from None
+        token_given = token_given or bool(os.environ.get("RTROUTE_HTTP_TOKEN")
+                                          or os.environ.get("RTROUTE_HTTP_TOKEN_FILE"))
+        if settings.http_token is None and not token_given and not is_loopback(host):
+            raise reader.error_at(("http",), f"http {settings.http!r} is not a loopback "
+                                  "address, so a token is required (http_token = \"...\", or "
+                                  "RTROUTE_HTTP_TOKEN / RTROUTE_HTTP_TOKEN_FILE / rtroute proxy "
+                                  "--token)")
     if settings.listen_tls and not (settings.certfile and settings.keyfile):
         raise reader.error("listen_tls needs certfile and keyfile")
     return settings

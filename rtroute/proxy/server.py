@@ -63,6 +63,9 @@ class ProxySettings:
             certificates must be signed by (``verify_peer``: ask for one and check it).
         reuse_port: ``SO_REUSEPORT``, so several proxy processes share a port.
         bcc_alias: the sidecar's BCC alias header, honoured and stripped on publishes.
+        http: the ops endpoint's ``host:port`` (``/livez /readyz /status /metrics``); None:
+            no endpoint.
+        http_token: its bearer token, mandatory when ``http`` is beyond loopback.
     """
 
     uri: str
@@ -75,6 +78,8 @@ class ProxySettings:
     verify_peer: bool = False
     reuse_port: bool = False
     bcc_alias: str = DEFAULT_BCC_ALIAS
+    http: str | None = None
+    http_token: str | None = None
 
     def client_ssl_context(self) -> ssl.SSLContext | None:
         if not self.listen_tls:
@@ -231,22 +236,56 @@ class ProxyServer:
 
 
 def run(settings: ProxySettings, on_listening=None) -> None:
-    """Runs a proxy until SIGTERM/SIGINT."""
+    """Runs a proxy until SIGTERM/SIGINT; ``on_listening(addresses)`` once it listens.
+
+    With ``settings.http``, the ops endpoint listens first (see :mod:`rtroute.proxy.ops`).
+    Under systemd (``Type=notify``) it reports ``READY=1`` once the AMQP listeners are open.
+
+    Raises:
+        rtroute.ops_http.ListenError: a listener (AMQP or HTTP) cannot listen; the message is
+            one line (``listen 127.0.0.1:5680: address already in use``).
+        ValueError: a listen address that is not ``host:port``; an HTTP endpoint beyond
+            loopback without a token.
+    """
+    from rtroute import sd_notify
+    from rtroute.proxy.ops import ProxyOps, check_listen, listen_error
+
+    check_listen([*settings.listen, *settings.listen_tls], settings.reuse_port)
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     server = ProxyServer(settings, loop)
+    try:
+        ops = ProxyOps(settings.http, server, settings.http_token) if settings.http else None
+    except BaseException:
+        loop.close()
+        raise
     stop = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
 
     async def main() -> None:
-        addresses = await server.start()
+        if ops is not None:
+            ops.start()
+            LOG.info("http endpoint on %s (/livez /readyz /status /metrics)", ops.listen)
+        try:
+            addresses = await server.start()
+        except OSError as exc:
+            raise listen_error(exc, [*settings.listen, *settings.listen_tls]) from None
+        if ops is not None:
+            ops.listening = True
         if on_listening is not None:
             on_listening(addresses)
+        sd_notify.notify("READY=1\nSTATUS=listening on "
+                         + ", ".join(f"{h}:{p}" for h, p in addresses))
         await stop.wait()
+        if ops is not None:
+            ops.listening = False
+        sd_notify.notify("STOPPING=1")
 
     try:
         loop.run_until_complete(main())
     finally:
+        if ops is not None:
+            ops.stop()
         server.close()
         loop.close()

@@ -9,10 +9,11 @@ Client to broker, everything passes byte for byte except:
   directly still work through a sidecar, and the sidecar's own declaration is equivalent), and
   the registration ``rtroute.rtopic`` -> ``NAME.bindings`` (see :mod:`rtroute.proxy.catalog`).
   The broker's answers are swallowed but the last, which the client gets as its ``declare-ok``.
-  A passive declaration checks ``NAME.bindings`` and registers it. ``exchange.delete`` deletes
+  A passive declaration passes as it is: the broker checks that ``NAME`` exists, whatever its
+  type, as with the plugin; it registers nothing. ``exchange.delete`` deletes
   both exchanges. An exchange in the way is refused as RabbitMQ refuses an inequivalent
-  declaration (406): ``NAME`` of another type than fanout as with the plugin (``received
-  'x-rtopic'``), a ``NAME.bindings`` of another type than the proxy's by name, with what it is
+  declaration (406): ``NAME`` of another type than fanout in the plugin's words (``received
+  ''x-rtopic''``, its quoting), a ``NAME.bindings`` of another type than the proxy's by name, with what it is
   for; a ``NAME.bindings`` declared just before ``NAME`` was refused is deleted again if unused.
 - ``queue.bind``/``unbind`` and ``exchange.bind``/``unbind`` from an x-rtopic ``NAME``: from
   ``NAME.bindings``; the binding table learns the change when the broker confirms it.
@@ -650,6 +651,8 @@ class Session:
                 frame = refused(frame)
             elif names is not None:  # a refused injected method names NAME, as the plugin
                 frame = _renamed_in_close(channel, frame, names)
+            elif self.catalog is not None:  # e.g. a refused publish to an internal NAME
+                frame = _rtopic_named_in_close(channel, frame, self.catalog.by_bindings)
             out.append(frame)
             return
         if queue and queue[0].method == method:
@@ -668,6 +671,18 @@ def _renamed_in_close(channel: int, frame: bytes, names: tuple[bytes, bytes]) ->
     """A ``channel.close`` whose text names ``'NAME.bindings'`` naming ``'NAME'``."""
     return _close_text(channel, frame, lambda text: text.replace(
         b"'" + names[1] + b"'", b"'" + names[0] + b"'"))
+
+
+def _rtopic_named_in_close(channel: int, frame: bytes, by_bindings: dict[bytes, RTopic]
+                           ) -> bytes:
+    """A ``channel.close`` whose text names an x-rtopic exchange's ``'NAME.bindings'``,
+    naming ``'NAME'`` instead (the client never sees NAME.bindings)."""
+    text = wire.short(frame[7:-1], 6)[0]
+    for quoted in text.split(b"'")[1::2]:
+        exchange = by_bindings.get(quoted)
+        if exchange is not None:
+            return _renamed_in_close(channel, frame, (exchange.wire_name, quoted))
+    return frame
 
 
 def _close_text(channel: int, frame: bytes, edit: Callable[[bytes], bytes]) -> bytes:
@@ -702,4 +717,4 @@ def _name_refused(channel: int, frame: bytes, name: bytes) -> bytes:
     if not _inequivalent_type(frame, name):
         return frame
     return _close_text(channel, frame, lambda text: text.replace(
-        b": received 'fanout' but current is ", b": received 'x-rtopic' but current is ", 1))
+        b": received 'fanout' but current is ", b": received ''x-rtopic'' but current is ", 1))

@@ -50,3 +50,34 @@ def test_rtroute_config_check_checks_the_proxy_table_too(tmp_path):
     good.write_text('[proxy]\nlisten = "127.0.0.1:5680"\n')
     result = CliRunner().invoke(main, ["config", "check", str(good)])
     assert result.exit_code == 0 and "a proxy on 127.0.0.1:5680" in result.output
+
+
+def test_the_ops_endpoint_is_off_unless_the_proxy_table_asks_for_it():
+    assert loads_proxy_settings('[proxy]\nlisten = "127.0.0.1:5680"\n').http is None
+    settings = loads_proxy_settings('[proxy]\nhttp = "127.0.0.1:9420"\n')
+    assert settings.http == "127.0.0.1:9420" and settings.http_token is None
+
+
+def test_a_bad_http_address_names_its_line():
+    with pytest.raises(ConfigError) as raised:
+        loads_proxy_settings('[proxy]\nreuse_port = false\nhttp = "nowhere"\n', "r.toml")
+    assert str(raised.value).startswith("r.toml:3: proxy: http must be HOST:PORT")
+    with pytest.raises(ConfigError, match=r"^r\.toml:2: proxy: http must be a string"):
+        loads_proxy_settings('[proxy]\nhttp = 9420\n', "r.toml")
+
+
+def test_an_http_endpoint_beyond_loopback_needs_a_token(monkeypatch):
+    monkeypatch.delenv("RTROUTE_HTTP_TOKEN", raising=False)
+    monkeypatch.delenv("RTROUTE_HTTP_TOKEN_FILE", raising=False)
+    beyond = '[proxy]\nlisten = "127.0.0.1:5680"\nhttp = "0.0.0.0:9420"\n'
+    with pytest.raises(ConfigError, match=r"^r\.toml:3: proxy: http .* a token is required"):
+        loads_proxy_settings(beyond, "r.toml")
+    assert loads_proxy_settings(beyond + 'http_token = "s3cret"\n').http_token == "s3cret"
+    assert loads_proxy_settings(beyond, token_given=True).http == "0.0.0.0:9420"
+    monkeypatch.setenv("RTROUTE_HTTP_TOKEN", "s3cret")
+    assert loads_proxy_settings(beyond).http == "0.0.0.0:9420"
+
+
+def test_http_keys_get_a_suggestion():
+    with pytest.raises(ConfigError, match="did you mean 'http_token'"):
+        loads_proxy_settings('[proxy]\nhttp_tokn = "x"\n')

@@ -83,7 +83,7 @@ def test_name_of_another_type_is_refused_as_with_the_plugin(proxies, exchange_na
     assert refused.reply_code == 406
     assert refused.reply_text == (
         f"PRECONDITION_FAILED - inequivalent arg 'type' for exchange '{name}' in vhost "
-        f"'{_vhost(broker_uri)}': received 'x-rtopic' but current is '{kind}'")
+        f"'{_vhost(broker_uri)}': received ''x-rtopic'' but current is '{kind}'")  # sic
     assert _type(mgmt, broker_uri, name) == kind
     # the NAME.bindings declared before NAME was refused is not left behind
     wait_for(lambda: _type(mgmt, broker_uri, f"{name}.bindings") is None, timeout=10)
