@@ -4,6 +4,8 @@ its own broker with ``--plugin-uri``).
 
 The same publisher (:func:`rtroute.amqp.publish`, pika with a confirm window of 2,000) sends
 100-byte messages; each path is timed from the first publish until the queues hold every copy.
+The proxy's own CPU time per message (user + system, from ``/proc``) is reported beside its
+rate: on a machine where the broker and the proxy share the cores, it is the proxy's cost.
 The bindings are those of ``rtroute bench publish`` (10,000 by default, the matched ones
 included); the rtopic path binds plain keys and publishes the wildcard key, the native path
 binds the wildcard key and publishes a literal one. The proxy runs as its own ``rtroute proxy``
@@ -26,10 +28,22 @@ from rtroute.sidecar.delivery import bindings_exchange_type
 
 DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
 SHAPES = [
-    Shape("1 queue/msg, *.app1.mod1.t0", 1, 20_000, "*.app1.mod1.t0", "*.app1.mod1.t0"),
     Shape("1 queue/msg, literal key", 1, 20_000, "hit.app1.mod1.t0", "hit.app1.mod1.t0"),
+    Shape("1 queue/msg, *.app1.mod1.t0", 1, 20_000, "*.app1.mod1.t0", "*.app1.mod1.t0"),
+    Shape("1 queue/msg, hit.#", 1, 20_000, "hit.#", "hit.#"),
+    Shape("1 queue/msg, #.t0 (leading #)", 1, 20_000, "#.t0", "#.t0"),
     Shape("10 queues/msg, hit.app1.mod1.*", 10, 5_000, "hit.app1.mod1.*", "hit.app1.mod1.*"),
 ]
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (Linux ``/proc``; 0 elsewhere)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rpartition(")")[2].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def proxy_uri(uri: str, port: int) -> str:
@@ -64,13 +78,15 @@ def start_proxy(uri: str, management_uri: str | None) -> tuple[subprocess.Popen,
 
 
 def run_shape(uri: str, shape: Shape, proxied: str, echo: Callable[[str], None],
-              repeat: int, plugin_uri: str | None, bindings: int) -> dict:
-    """One shape, each path ``repeat`` times (alternating); returns the median rates."""
+              repeat: int, plugin_uri: str | None, bindings: int, proxy_pid: int = 0) -> dict:
+    """One shape, each path ``repeat`` times (alternating); returns the median rates and the
+    proxy's median CPU microseconds per message (process ``proxy_pid``)."""
     conn, channel, plugin_conn, plugin_channel = _open(uri, plugin_uri, "rtroute bench proxy")
     version = conn._impl.server_properties.get("version")  # NAME.bindings as the proxy has it
     kind = bindings_exchange_type(version.decode() if isinstance(version, bytes) else version)
     setup = _Setup(channel, shape, uuid.uuid4().hex[:6], plugin_channel, bindings, kind)
     rates: dict[str, list[float]] = {"native": [], "proxy": []}
+    cpu: list[float] = []
     if plugin_channel is not None:
         rates["plugin"] = []
     try:
@@ -84,18 +100,25 @@ def run_shape(uri: str, shape: Shape, proxied: str, echo: Callable[[str], None],
             rates["native"].append(_pika_path(uri, setup.native, shape.topic_key, shape,
                                               channel, setup.queues))
             setup.purge(channel)
+            used = cpu_seconds(proxy_pid)
             rates["proxy"].append(_pika_path(proxied, setup.name, shape.rtopic_key, shape,
                                              channel, setup.queues))
+            cpu.append((cpu_seconds(proxy_pid) - used) * 1e6 / shape.messages)
             if plugin_channel is not None:
                 rates["plugin"].append(setup.plugin_rate(plugin_uri, shape, plugin_channel)[0])
             echo(f"  {shape.label}, run {run_number}/{repeat}: " + ", ".join(
-                f"{path} {values[-1]:,.0f}" for path, values in rates.items()) + " msg/s")
+                f"{path} {values[-1]:,.0f}" for path, values in rates.items()) +
+                f" msg/s; proxy CPU {cpu[-1]:.1f} µs/msg")
     finally:
         _close(conn, channel, plugin_conn, plugin_channel, setup)
     medians = _medians(rates, repeat)
-    return {"scenario": shape.label, "messages": shape.messages,
-            "queues_per_message": shape.matched, "bindings": bindings, **medians,
-            "proxy_vs_native": medians["proxy_msgs_per_s"] / medians["native_msgs_per_s"]}
+    row = {"scenario": shape.label, "messages": shape.messages,
+           "queues_per_message": shape.matched, "bindings": bindings, **medians,
+           "proxy_cpu_us_per_msg": sorted(cpu)[len(cpu) // 2],
+           "proxy_vs_native": medians["proxy_msgs_per_s"] / medians["native_msgs_per_s"]}
+    if "plugin_msgs_per_s" in medians:
+        row["proxy_vs_plugin"] = medians["proxy_msgs_per_s"] / medians["plugin_msgs_per_s"]
+    return row
 
 
 def run(uri: str = DEFAULT_URI, shapes: list[Shape] = SHAPES, echo: Callable[[str], Any] = print,
@@ -106,8 +129,8 @@ def run(uri: str = DEFAULT_URI, shapes: list[Shape] = SHAPES, echo: Callable[[st
          f"median of {repeat} runs)")
     proc, port = start_proxy(uri, management_uri)
     try:
-        rows = [run_shape(uri, s, proxy_uri(uri, port), echo, repeat, plugin_uri, bindings)
-                for s in shapes]
+        rows = [run_shape(uri, s, proxy_uri(uri, port), echo, repeat, plugin_uri, bindings,
+                          proc.pid) for s in shapes]
     finally:
         proc.terminate()
         proc.wait(30)
@@ -115,12 +138,14 @@ def run(uri: str = DEFAULT_URI, shapes: list[Shape] = SHAPES, echo: Callable[[st
     titles = {"native": "topic exchange", "proxy": "rtroute proxy",
               "plugin": "x-rtopic plugin (own node)"}
     echo("")
+    plugin = "plugin" in paths
     echo("| scenario | " + " | ".join(f"{titles[p]} msg/s" for p in paths) +
-         " | proxy / topic exchange |")
-    echo("|---|" + "---:|" * (len(paths) + 1))
+         " | proxy CPU µs/msg | proxy / topic exchange |" + (" proxy / plugin |" if plugin else ""))
+    echo("|---|" + "---:|" * (len(paths) + 2 + plugin))
     for r in rows:
         echo(f"| {r['scenario']} | " + " | ".join(f"{r[f'{p}_msgs_per_s']:,.0f}" for p in paths)
-             + f" | {r['proxy_vs_native']:.2f} |")
+             + f" | {r['proxy_cpu_us_per_msg']:.1f} | {r['proxy_vs_native']:.2f} |"
+             + (f" {r['proxy_vs_plugin']:.2f} |" if plugin else ""))
     return rows
 
 

@@ -52,6 +52,7 @@ __all__ = ["Session"]
 
 LOG = logging.getLogger(__name__)
 _U16, _U32 = wire.U16.unpack_from, wire.U32.unpack_from
+_BASIC_PUBLISH = wire.BASIC_PUBLISH
 _CLIENT_METHODS = frozenset((
     wire.CONNECTION_TUNE_OK, wire.CONNECTION_OPEN, wire.CHANNEL_OPEN, wire.CHANNEL_CLOSE_OK,
     wire.EXCHANGE_DECLARE, wire.EXCHANGE_DELETE, wire.EXCHANGE_BIND, wire.EXCHANGE_UNBIND,
@@ -122,7 +123,8 @@ class Session:
         self.frame_max = DEFAULT_FRAME_MAX
         self.rewritten = 0  # publishes sent to a NAME.bindings
         self._expected: dict[int, collections.deque[_Expected]] = {}
-        self._publishing: dict[int, tuple[RTopic, wire.Publish]] = {}
+        # channel -> (exchange, routing key, publish bits) of a publish held for its header
+        self._publishing: dict[int, tuple[RTopic, bytes, int]] = {}
         self._closing: dict[int, list[bool]] = {}  # channel -> [client ok, broker ok]
         self._closed_by_broker: dict[int, asyncio.Event] = {}
         self._refusal: str | None = None  # why the broker cannot be reached (see refuse())
@@ -259,6 +261,7 @@ class Session:
         end = len(buf)
         closing = self._closing
         publishing = self._publishing
+        rtopics = self.catalog.exchanges if self.catalog is not None else None
         view = memoryview(buf)
         limit = self.frame_max if self._tuned else wire.PRE_TUNE_FRAME_MAX
         try:
@@ -279,6 +282,23 @@ class Session:
                 channel = _U16(buf, pos + 1)[0]
                 if kind == wire.FRAME_METHOD:
                     method = _U32(buf, pos + 7)[0]
+                    if method == _BASIC_PUBLISH and channel not in closing:
+                        # the hot path, inline: a publish to an exchange that is no x-rtopic
+                        # passes as it is; one to a ready x-rtopic waits for its header
+                        name_end = pos + 14 + buf[pos + 13]
+                        exchange = rtopics.get(bytes(buf[pos + 14:name_end])) \
+                            if rtopics else None
+                        if exchange is None:
+                            pos = frame_end
+                            continue
+                        if exchange.ready.is_set():
+                            key_end = name_end + 1 + buf[name_end]
+                            if run < pos:
+                                out.append(view[run:pos].tobytes())
+                            publishing[channel] = (exchange, bytes(buf[name_end + 1:key_end]),
+                                                   buf[key_end])
+                            run = pos = frame_end
+                            continue
                     if method in _CLIENT_METHODS or channel in closing:
                         if run < pos:
                             out.append(view[run:pos].tobytes())
@@ -299,7 +319,7 @@ class Session:
                     if channel in closing:
                         pass  # the rest of a refused publish
                     elif kind == wire.FRAME_HEADER:
-                        self._route(channel, view[pos:frame_end].tobytes(), out)
+                        self._route(channel, bytes(buf[pos:frame_end]), out)
                     else:
                         out.append(view[pos:frame_end].tobytes())
                 pos = frame_end
@@ -336,7 +356,8 @@ class Session:
             if not exchange.ready.is_set():
                 self._hold(lambda: self._exchange_ready(exchange))
                 return False
-            self._publishing[channel] = (exchange, wire.parse_publish(payload))
+            publish = wire.parse_publish(payload)
+            self._publishing[channel] = (exchange, publish.routing_key, publish.bits)
             return True
         if method == wire.CONNECTION_OPEN:
             if self._opened is not None:  # a second connection.open: the broker refuses it
@@ -480,17 +501,13 @@ class Session:
 
     def _route(self, channel: int, header: bytes, out: list[bytes]) -> None:
         """The content header of a publish to an x-rtopic exchange: route, rewrite, send."""
-        exchange, publish = self._publishing[channel]
+        exchange, routing_key, bits = self._publishing.pop(channel)
         plain = not header[FLAGS_OFFSET] & (FLAG_HEADERS >> 8)
         if plain:  # no headers: the same key, bits and properties are rewritten alike
-            cache_key = (publish.routing_key, publish.bits, header[3:])
+            cache_key = (channel, routing_key, bits, header[3:])
             cached = exchange.rewritten.get(cache_key)
-            if cached is not None and self.frame_max >= len(cached[1]) + 8:
-                method, payload = cached
-                out.append(wire.HEAD.pack(wire.FRAME_METHOD, channel, len(method)) + method +
-                           b"\xce")
-                out.append(header[:1] + wire.U16.pack(channel) + payload)
-                del self._publishing[channel]
+            if cached is not None and self.frame_max >= cached[1]:
+                out.append(cached[0])
                 self.rewritten += 1
                 return
         if not _U16(header, 11 + 8)[0]:  # no properties at all
@@ -505,17 +522,15 @@ class Session:
         router = exchange.router
         router.frame_max = self.frame_max
         try:
-            key = publish.routing_key.decode("utf-8")
+            key = routing_key.decode("utf-8")
         except UnicodeDecodeError:
             key = None
         decision = router.decide_many([(key, headers)])[0] if key is not None else None
         if decision is None or decision.error is not None:
             # as published (a CC or BCC that is no array: the broker closes the channel as it
             # would with the plugin)
-            out.append(wire.publish(channel, exchange.wire_bindings, publish.routing_key,
-                                    publish.bits))
+            out.append(wire.publish(channel, exchange.wire_bindings, routing_key, bits))
             out.append(header)
-            del self._publishing[channel]
             return
         publishes = decision.publishes
         if len(publishes) > 1 or (publishes and (
@@ -539,22 +554,21 @@ class Session:
                                       f"keys do not fit in a header frame of {self.frame_max} "
                                       "bytes", out)
                 return
-        method = wire.publish(channel, exchange.wire_bindings, publish.routing_key, publish.bits)
+        method = wire.publish(channel, exchange.wire_bindings, routing_key, bits)
         out.append(method)
         out.append(header)
-        del self._publishing[channel]
         self.rewritten += 1
         if plain:
             if len(exchange.rewritten) >= 4096:
                 exchange.rewritten.clear()
-            exchange.rewritten[cache_key] = (method[7:-1], header[3:])
+            exchange.rewritten[cache_key] = (method + header, len(header))
 
     def _refuse(self, channel: int, text: str, out: list[bytes]) -> None:
         """Closes ``channel`` on both sides (the publish is not sent): the client sees the
         broker's kind of refusal; frames of either side on that channel are dropped until
         both answered ``close-ok``, and the client's next ``channel.open`` of that number
         waits for the broker's."""
-        del self._publishing[channel]
+        self._publishing.pop(channel, None)
         LOG.warning("channel %d: %s", channel, text)
         if self._on_refusal is not None:
             self._on_refusal("publish")
