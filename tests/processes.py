@@ -74,3 +74,26 @@ class RtrouteProcess:
             self.proc.kill()
             self.proc.wait(5)
         self._log.close()
+
+
+def systemd_notifications(tmp_path: Path, args: list[str], env: dict[str, str]
+                          ) -> tuple[bytes, bytes, int]:
+    """Runs ``python -m rtroute.cli ARGS`` with a ``NOTIFY_SOCKET`` (as systemd's
+    ``Type=notify`` does): its first notification, SIGTERM, its next one and its exit status."""
+    import socket
+
+    path = tmp_path / "notify.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as server:
+        server.bind(str(path))
+        server.settimeout(30)
+        proc = subprocess.Popen([sys.executable, "-m", "rtroute.cli", *args],
+                                env=dict(env, NOTIFY_SOCKET=str(path)),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            ready = server.recv(200)
+            proc.terminate()
+            stopping = server.recv(200)
+            return ready, stopping, proc.wait(30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()

@@ -15,6 +15,8 @@ import pytest
 from rtroute import sd_notify
 from rtroute.config import ConfigError, loads
 
+from ..processes import systemd_notifications
+
 DEPLOY = Path(__file__).resolve().parents[2] / "examples" / "deploy"
 
 
@@ -64,20 +66,8 @@ def test_the_kubernetes_manifest_probes_livez_and_readyz_with_two_replicas(monke
 
 @pytest.mark.broker
 def test_rtroute_run_tells_systemd_it_is_ready(tmp_path, broker_uri, management_uri):
-    path = tmp_path / "notify.sock"
-    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as server:
-        server.bind(str(path))
-        server.settimeout(30)
-        env = dict(os.environ, NOTIFY_SOCKET=str(path), RTROUTE_URI=broker_uri,
-                   RTROUTE_MANAGEMENT_URI=management_uri)
-        proc = subprocess.Popen([sys.executable, "-m", "rtroute.cli", "run", "--rtopic",
-                                 "rtroute-test.notify", "--http", "127.0.0.1:0"], env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            assert server.recv(200).startswith(b"READY=1")
-            proc.terminate()
-            assert server.recv(200) == b"STOPPING=1"
-            assert proc.wait(30) == 0
-        finally:
-            if proc.poll() is None:
-                proc.kill()
+    env = dict(os.environ, RTROUTE_URI=broker_uri, RTROUTE_MANAGEMENT_URI=management_uri)
+    ready, stopping, status = systemd_notifications(
+        tmp_path, ["run", "--rtopic", "rtroute-test.notify", "--http", "127.0.0.1:0"], env)
+    assert ready.startswith(b"READY=1")
+    assert (stopping, status) == (b"STOPPING=1", 0)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +17,8 @@ from rtroute.config_lines import ConfigError
 from rtroute.netaddr import free_port, split_listen
 from rtroute.proxy.commands import proxy
 from rtroute.proxy.config import loads_proxy_settings
+
+from ..processes import systemd_notifications
 
 DEPLOY = Path(__file__).resolve().parents[2] / "examples" / "deploy"
 
@@ -79,21 +80,9 @@ def test_the_kubernetes_manifest_probes_the_endpoint_its_config_opens(tmp_path, 
 
 @pytest.mark.broker
 def test_rtroute_proxy_tells_systemd_it_is_ready(tmp_path, broker_uri, management_uri):
-    path = tmp_path / "notify.sock"
-    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as server:
-        server.bind(str(path))
-        server.settimeout(30)
-        env = dict(os.environ, NOTIFY_SOCKET=str(path), RTROUTE_URI=broker_uri,
-                   RTROUTE_MANAGEMENT_URI=management_uri)
-        port = free_port()
-        proc = subprocess.Popen([sys.executable, "-m", "rtroute.cli", "proxy", "--listen",
-                                 f"127.0.0.1:{port}"], env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            assert server.recv(200) == f"READY=1\nSTATUS=listening on 127.0.0.1:{port}".encode()
-            proc.terminate()
-            assert server.recv(200) == b"STOPPING=1"
-            assert proc.wait(30) == 0
-        finally:
-            if proc.poll() is None:
-                proc.kill()
+    port = free_port()
+    env = dict(os.environ, RTROUTE_URI=broker_uri, RTROUTE_MANAGEMENT_URI=management_uri)
+    ready, stopping, status = systemd_notifications(
+        tmp_path, ["proxy", "--listen", f"127.0.0.1:{port}"], env)
+    assert ready == f"READY=1\nSTATUS=listening on 127.0.0.1:{port}".encode()
+    assert (stopping, status) == (b"STOPPING=1", 0)
