@@ -136,7 +136,7 @@ def run(uri: str = DEFAULT_URI, shapes: list[Shape] = SHAPES, echo: Callable[[st
         proc.wait(30)
     paths = [p for p in ("native", "proxy", "plugin") if f"{p}_msgs_per_s" in rows[0]]
     titles = {"native": "topic exchange", "proxy": "rtroute proxy",
-              "plugin": "x-rtopic plugin (own node)"}
+              "plugin": "x-rtopic plugin (--plugin-uri)"}
     echo("")
     plugin = "plugin" in paths
     echo("| scenario | " + " | ".join(f"{titles[p]} msg/s" for p in paths) +
