@@ -90,7 +90,7 @@ def route(bindings_path: str, kind: str, cc: tuple, bcc: tuple, as_json: bool,
               help="Keep diverts created over HTTP in the broker (a global parameter): they "
                    "outlive the process and reach standbys ([http] persist_diverts).")
 @click.option("--log-level", default="INFO", show_default=True,
-              type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]))
+              type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
 @click.option("--log-format", default="text", show_default=True, envvar="RTROUTE_LOG_FORMAT",
               type=click.Choice(["text", "json"]),
               help="Log lines as text or as one JSON object per line.")
@@ -111,7 +111,7 @@ def run(config_path: str | None, uris: tuple[str, ...], management_uris: tuple[s
     from rtroute.logsetup import configure as configure_logging
     from rtroute.sidecar.service import ExchangeSpec, Sidecar, SidecarFatal, serve
 
-    configure_logging(log_level, log_format)
+    configure_logging(log_level.upper(), log_format)
     from rtroute.core import warn_if_fallback
 
     warn_if_fallback()

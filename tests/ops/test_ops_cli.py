@@ -85,3 +85,9 @@ def test_run_reports_a_busy_port_in_one_line():
     assert result.exit_code == 1
     assert result.output == f"Error: http listen {listen}: address already in use\n"
     assert result.exc_info[0] is SystemExit
+
+
+@pytest.mark.parametrize("level", ["debug", "DEBUG", "Warning"])
+def test_run_takes_the_log_level_in_any_case_as_the_proxy_does(served, level):
+    result = CliRunner().invoke(main, ["run", "--rtopic", "logs", "--log-level", level], env={})
+    assert result.exit_code == 0, result.output
