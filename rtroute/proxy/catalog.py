@@ -161,10 +161,6 @@ class VhostCatalog:
             self._thread.join(10.0)
 
     @property
-    def thread_alive(self) -> bool:
-        return self._thread.is_alive()
-
-    @property
     def last_error(self) -> str | None:
         return self._connection.last_error or self._registry.last_error
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import logging
 from typing import Any, Callable
 
@@ -56,7 +57,7 @@ _BASIC_PUBLISH = wire.BASIC_PUBLISH
 _CLIENT_METHODS = frozenset((
     wire.CONNECTION_TUNE_OK, wire.CONNECTION_OPEN, wire.CHANNEL_OPEN, wire.CHANNEL_CLOSE_OK,
     wire.EXCHANGE_DECLARE, wire.EXCHANGE_DELETE, wire.EXCHANGE_BIND, wire.EXCHANGE_UNBIND,
-    wire.QUEUE_BIND, wire.QUEUE_UNBIND, wire.BASIC_PUBLISH))
+    wire.QUEUE_BIND, wire.QUEUE_UNBIND))  # basic.publish: inline in _pump_client
 _RENAMED = frozenset((wire.BASIC_DELIVER, wire.BASIC_GET_OK, wire.BASIC_RETURN))
 _REPLIES = {wire.EXCHANGE_BIND: wire.EXCHANGE_BIND_OK, wire.EXCHANGE_UNBIND: wire.EXCHANGE_UNBIND_OK,
             wire.QUEUE_BIND: wire.QUEUE_BIND_OK, wire.QUEUE_UNBIND: wire.QUEUE_UNBIND_OK}
@@ -164,16 +165,15 @@ class Session:
     def _frame_too_large(self, size: int) -> None:
         """A client frame announces more than the connection allows: refused before it is
         read (RabbitMQ: ``frame_too_large``; before ``tune-ok`` it just closes the socket)."""
-        limit = self.frame_max if self._tuned else wire.PRE_TUNE_FRAME_MAX
         if not self._tuned:
             LOG.warning("closing a client connection: a frame of %d bytes before tune-ok "
-                        "(at most %d)", size, limit)
+                        "(at most %d)", size, wire.PRE_TUNE_FRAME_MAX)
             if self._on_refusal is not None:
                 self._on_refusal("frame_too_large")
             self.close()
             return
         self._fail(501, f"FRAME_ERROR - type 1, all octets = <<>>: "
-                        f"{{frame_too_large,{size - 8},{limit - 8}}}", "frame_too_large")
+                        f"{{frame_too_large,{size - 8},{self.frame_max - 8}}}", "frame_too_large")
 
     def refuse(self, reason: str) -> None:
         """The broker cannot be reached: the client is told so as RabbitMQ refuses a connection
@@ -284,21 +284,25 @@ class Session:
                     method = _U32(buf, pos + 7)[0]
                     if method == _BASIC_PUBLISH and channel not in closing:
                         # the hot path, inline: a publish to an exchange that is no x-rtopic
-                        # passes as it is; one to a ready x-rtopic waits for its header
+                        # passes as it is; one to an x-rtopic waits for its header (and first,
+                        # the stream waits until that exchange's bindings are known)
                         name_end = pos + 14 + buf[pos + 13]
                         exchange = rtopics.get(bytes(buf[pos + 14:name_end])) \
                             if rtopics else None
                         if exchange is None:
                             pos = frame_end
                             continue
-                        if exchange.ready.is_set():
-                            key_end = name_end + 1 + buf[name_end]
-                            if run < pos:
-                                out.append(view[run:pos].tobytes())
-                            publishing[channel] = (exchange, bytes(buf[name_end + 1:key_end]),
-                                                   buf[key_end])
-                            run = pos = frame_end
-                            continue
+                        if run < pos:
+                            out.append(view[run:pos].tobytes())
+                        run = pos
+                        if not exchange.ready.is_set():
+                            self._hold(functools.partial(self._exchange_ready, exchange))
+                            break  # this frame again when the wait is over
+                        key_end = name_end + 1 + buf[name_end]
+                        publishing[channel] = (exchange, bytes(buf[name_end + 1:key_end]),
+                                               buf[key_end])
+                        run = pos = frame_end
+                        continue
                     if method in _CLIENT_METHODS or channel in closing:
                         if run < pos:
                             out.append(view[run:pos].tobytes())
@@ -348,17 +352,6 @@ class Session:
             return True  # everything else the client sends on a closing channel is void
         frame = wire.HEAD.pack(wire.FRAME_METHOD, channel, len(payload)) + payload + b"\xce"
         catalog = self.catalog
-        if method == wire.BASIC_PUBLISH:
-            exchange = catalog.rtopic(wire.short(payload, 6)[0]) if catalog else None
-            if exchange is None:
-                out.append(frame)
-                return True
-            if not exchange.ready.is_set():
-                self._hold(lambda: self._exchange_ready(exchange))
-                return False
-            publish = wire.parse_publish(payload)
-            self._publishing[channel] = (exchange, publish.routing_key, publish.bits)
-            return True
         if method == wire.CONNECTION_OPEN:
             if self._opened is not None:  # a second connection.open: the broker refuses it
                 out.append(frame)

@@ -14,7 +14,6 @@ __all__ = [
     "Bind",
     "Declare",
     "Delete",
-    "Publish",
     "bind",
     "channel_close",
     "connection_close",
@@ -25,7 +24,6 @@ __all__ = [
     "parse_bind",
     "parse_declare",
     "parse_delete",
-    "parse_publish",
     "rename_exchange",
 ]
 
@@ -193,21 +191,6 @@ def bind(channel: int, destination: bytes, source: bytes, routing_key: bytes) ->
     """``exchange.bind`` (waiting for bind-ok), no arguments."""
     return method_frame(channel, EXCHANGE_BIND, b"\x00\x00" + shortstr(destination) +
                         shortstr(source) + shortstr(routing_key) + b"\x00\x00\x00\x00\x00")
-
-
-@dataclass
-class Publish:
-    """``basic.publish``: bits mandatory 1, immediate 2."""
-
-    exchange: bytes
-    routing_key: bytes
-    bits: int
-
-
-def parse_publish(payload: bytes) -> Publish:
-    exchange, pos = short(payload, 6)
-    key, pos = short(payload, pos)
-    return Publish(exchange, key, payload[pos])
 
 
 def publish(channel: int, exchange: bytes, routing_key: bytes, bits: int) -> bytes:
