@@ -51,6 +51,8 @@ BINDINGS_SUFFIX = ".bindings"
 LAYOUT_ARGUMENTS = encode_table({LAYOUT_ARGUMENT: "rtopic"})
 # seconds a vhost's catalog outlives its last client (a client reconnecting keeps it)
 LINGER = 5.0
+# seconds before a registration check the management API could not answer is made again
+RECHECK_DELAY = 5.0
 
 
 def layout_error(management: ManagementClient, name: str, vhost: str) -> str | None:
@@ -128,6 +130,7 @@ class VhostCatalog:
         self._registrations: set[str] = set()  # names registered in the broker (loop thread)
         self._validating = 0  # registrations being checked (loop thread)
         self._registry_ready = False
+        self._stopped = False  # (loop thread) no check is made again once stopped
         # what a new NAME.bindings is declared as: direct on RabbitMQ 4, topic before (see
         # rtroute.sidecar.delivery.bindings_exchange_type), known once connected
         self.bindings_type = "topic"
@@ -156,6 +159,7 @@ class VhostCatalog:
 
     def stop(self, wait: bool = True) -> None:
         """Closes the catalog's connection (``wait``: until its thread ended, up to 10 s)."""
+        self._stopped = True
         self._connection.stop()
         if wait and self._thread.is_alive():
             self._thread.join(10.0)
@@ -216,15 +220,30 @@ class VhostCatalog:
         if self.exchanges.get(name.encode("utf-8")) is not None:
             return
         self._validating += 1
+        self._check(name)
+
+    def _check(self, name: str) -> None:
+        """Checks the registration of ``name`` (management API, in the executor) and follows
+        it if it holds. A check the API cannot answer is made again after
+        :data:`RECHECK_DELAY` s, the catalog not ready meanwhile: a relist reports only new
+        bindings, and an x-rtopic exchange taken for a plain one would have its publishes
+        sent to the bare fanout ``NAME`` (confirmed, routed nowhere)."""
         checked = self._loop.run_in_executor(None, layout_error, self._management, name,
                                              self.vhost)
 
         def done(future: asyncio.Future) -> None:
-            self._validating -= 1
             try:
                 error = future.result()
-            except Exception as exc:  # noqa: BLE001 - the API failed: checked again on relist
-                error = f"cannot check it: {exc}"
+            except Exception as exc:  # noqa: BLE001 - the API failed: not a verdict
+                if self._stopped:
+                    return
+                if name in self._registrations:
+                    LOG.warning("vhost %r: cannot check the x-rtopic registration of %r (%s): "
+                                "again in %g s", self.vhost, name, exc, RECHECK_DELAY)
+                    self._loop.call_later(RECHECK_DELAY, self._check, name)
+                    return
+                error = None
+            self._validating -= 1
             if error is not None:
                 LOG.warning("vhost %r: ignoring the x-rtopic registration of %r: %s",
                             self.vhost, name, error)
