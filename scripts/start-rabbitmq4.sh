@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
-# RabbitMQ 4.x as a second node beside the 3.x one that scripts/ensure-rabbitmq.sh runs, for
-# the 4.x leg of scripts/test.sh and for trying rtroute on 4.x by hand:
+# RabbitMQ 4.x as extra nodes beside the 3.x one that scripts/ensure-rabbitmq.sh runs, for the
+# 4.x legs of scripts/test.sh and for trying rtroute on 4.x by hand. One script, two series:
 #
-#   node rabbit4@localhost   AMQP 127.0.0.1:5673   management http://127.0.0.1:15673/
-#   Erlang distribution 127.0.0.1:25673 (registered with the host's epmd on 127.0.0.1:4369)
-#   plugins: rabbitmq_management rabbitmq_event_exchange rabbitmq_shovel rabbitmq_shovel_management
-#            rabbitmq_consistent_hash_exchange (sharded ingress)
+#   start-rabbitmq4.sh [4.0]  node rabbit4@localhost   AMQP 127.0.0.1:5673  management :15673
+#                             Debian trixie's rabbitmq-server (4.0.x, Erlang/OTP 27, Mnesia),
+#                             chroot /srv/trixie ($RABBITMQ4_ROOT), Erlang distribution :25673
+#   start-rabbitmq4.sh 4.3    node rabbit43@localhost  AMQP 127.0.0.1:5674  management :15674
+#                             Debian unstable's rabbitmq-server (4.3.x, Erlang/OTP 29, Khepri
+#                             metadata store), chroot /srv/sid ($RABBITMQ43_ROOT), dist :25674
+#   plugins (both): rabbitmq_management rabbitmq_event_exchange rabbitmq_shovel
+#            rabbitmq_shovel_management rabbitmq_consistent_hash_exchange (sharded ingress)
+#   The series may also come from RABBITMQ4_SERIES. Each node registers with the host's epmd
+#   on 127.0.0.1:4369.
 #
-# The host (Debian 12) packages RabbitMQ 3.10, so the node runs from Debian trixie's
-# rabbitmq-server package (4.0.x, Erlang/OTP 27) in a minbase trixie chroot at $RABBITMQ4_ROOT
-# (default /srv/trixie; state in its /var/lib/rabbitmq, logs in its /var/log/rabbitmq). The
-# host's own node is never touched.
+# The host (Debian 12) packages RabbitMQ 3.10, so each node runs from a Debian package in a
+# minbase chroot (state in its /var/lib/rabbitmq, logs in its /var/log/rabbitmq). The host's own
+# node is never touched, nor the other 4.x node.
 #
 # Idempotent: a node that already answers is left exactly as it is (its config files are not
 # rewritten, only missing plugins are enabled), so it is safe while others use it; otherwise
@@ -21,26 +26,32 @@
 # non-exclusive queues, which 4.x deprecates but still permits (a later release is to refuse
 # them): to check that nothing declares one. A node that already runs keeps its settings.
 #
-# Exit status: 0 up; 1 it failed (see the message); 3 root is needed (to build or enter the
-# chroot) and neither root nor passwordless sudo is available; 4 the chroot cannot be built
-# here (no Debian mirror in the host's apt sources, or debootstrap failed, or too little disk).
-# scripts/test.sh treats 3 and 4 as "4.x cannot run on this machine".
-# Stop it with scripts/stop-rabbitmq4.sh.
+# Exit status: 0 up; 1 it failed (see the message); 2 usage; 3 root is needed (to build or
+# enter the chroot) and neither root nor passwordless sudo is available; 4 the chroot cannot be
+# built here (no Debian mirror in the host's apt sources, or debootstrap failed, or too little
+# disk). scripts/test.sh treats 3 and 4 as "4.x cannot run on this machine".
+# Stop it with scripts/stop-rabbitmq4.sh [SERIES].
 set -euo pipefail
 
-ROOT=${RABBITMQ4_ROOT:-/srv/trixie}
-SUITE=trixie
-NODE=rabbit4@localhost
-PORT=5673 MGMT=15673 DIST=25673
+SERIES=${1:-${RABBITMQ4_SERIES:-4.0}}
+case $SERIES in
+    4.0) ROOT=${RABBITMQ4_ROOT:-/srv/trixie} SUITE=trixie NODE=rabbit4@localhost
+         PORT=5673 MGMT=15673 DIST=25673 TAG=rabbitmq4 ;;
+    4.3) ROOT=${RABBITMQ43_ROOT:-/srv/sid} SUITE=sid NODE=rabbit43@localhost
+         PORT=5674 MGMT=15674 DIST=25674 TAG=rabbitmq43 ;;
+    *) echo "usage: $0 [4.0|4.3]   (the series: 4.0 from Debian trixie, 4.3 from Debian" \
+            "unstable; got '$SERIES')" >&2
+       exit 2 ;;
+esac
 PLUGINS="rabbitmq_management rabbitmq_event_exchange rabbitmq_shovel rabbitmq_shovel_management rabbitmq_consistent_hash_exchange"
 WAIT_S=${RABBITMQ4_WAIT_S:-180}
 DENY_TRANSIENT=${RABBITMQ4_DENY_TRANSIENT_QUEUES:-0}
 
-log() { echo "rtroute: [rabbitmq4] $*"; }
+log() { echo "rtroute: [$TAG] $*"; }
 die() {   # die [STATUS] MESSAGE...
     local status=1
     if [[ $1 =~ ^[0-9]+$ ]]; then status=$1; shift; fi
-    echo "rtroute: [rabbitmq4] ERROR: $*" >&2
+    echo "rtroute: [$TAG] ERROR: $*" >&2
     exit "$status"
 }
 
@@ -60,8 +71,9 @@ if [ "$(id -u)" != 0 ]; then
         4.*) up_message "$running"; exit 0 ;;
     esac
     if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
-        exec sudo -n RABBITMQ4_ROOT="$ROOT" RABBITMQ4_WAIT_S="$WAIT_S" \
-            RABBITMQ4_DENY_TRANSIENT_QUEUES="$DENY_TRANSIENT" bash "$0" "$@"
+        exec sudo -n RABBITMQ4_ROOT="${RABBITMQ4_ROOT:-}" RABBITMQ43_ROOT="${RABBITMQ43_ROOT:-}" \
+            RABBITMQ4_WAIT_S="$WAIT_S" RABBITMQ4_DENY_TRANSIENT_QUEUES="$DENY_TRANSIENT" \
+            bash "$0" "$SERIES"
     fi
     die 3 "root is needed to build and enter the chroot at $ROOT (debootstrap, chroot, mount)," \
         "and sudo is not available without a password: run this script as root"
@@ -121,41 +133,46 @@ if [ ! -f "$ROOT/etc/debian_version" ]; then
     if ! command -v debootstrap >/dev/null 2>&1; then
         log "installing debootstrap"
         { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap; } \
-            >/tmp/rabbitmq4-apt.log 2>&1 \
-            || die 4 "cannot install debootstrap, see /tmp/rabbitmq4-apt.log"
+            >/tmp/$TAG-apt.log 2>&1 \
+            || die 4 "cannot install debootstrap, see /tmp/$TAG-apt.log"
     fi
     log "debootstrap --variant=minbase $SUITE $ROOT $MIRROR (a few minutes)"
-    debootstrap --variant=minbase "$SUITE" "$ROOT" "$MIRROR" >/tmp/rabbitmq4-debootstrap.log 2>&1 \
-        || die 4 "debootstrap failed, see /tmp/rabbitmq4-debootstrap.log"
+    debootstrap --variant=minbase "$SUITE" "$ROOT" "$MIRROR" >/tmp/$TAG-debootstrap.log 2>&1 \
+        || die 4 "debootstrap failed, see /tmp/$TAG-debootstrap.log"
 fi
 mountpoint -q "$ROOT/proc" || mount -t proc proc "$ROOT/proc"
 cp /etc/hosts "$ROOT/etc/hosts"   # "localhost" must resolve inside the chroot
 
-# -- 2. rabbitmq-server from trixie ---------------------------------------------------------------
+# -- 2. rabbitmq-server from the suite ---------------------------------------------------------------
 if [ ! -x "$ROOT/usr/lib/rabbitmq/bin/rabbitmq-server" ]; then
     MIRROR=$(mirror)
     SECURITY=$(sed 's#/debian/\?$#/debian-security#' <<<"$MIRROR")
-    cat >"$ROOT/etc/apt/sources.list" <<EOF
+    if [ "$SUITE" = sid ]; then   # unstable has no -updates or -security suite
+        echo "deb $MIRROR $SUITE main" >"$ROOT/etc/apt/sources.list"
+    else
+        cat >"$ROOT/etc/apt/sources.list" <<EOF
 deb $MIRROR $SUITE main
 deb $MIRROR $SUITE-updates main
 deb $SECURITY $SUITE-security main
 EOF
-    printf 'APT::Install-Recommends "false";\nAPT::Install-Suggests "false";\n' \
+    fi
+    # a mirror's sid Release file may be past its Valid-Until: accept it (signatures are checked)
+    printf 'APT::Install-Recommends "false";\nAPT::Install-Suggests "false";\nAcquire::Check-Valid-Until "false";\n' \
         >"$ROOT/etc/apt/apt.conf.d/99small"
     printf '#!/bin/sh\nexit 101\n' >"$ROOT/usr/sbin/policy-rc.d"   # no service start at install
     chmod +x "$ROOT/usr/sbin/policy-rc.d"
     log "apt-get install rabbitmq-server (in the chroot)"
     { in_root apt-get update -qq \
         && DEBIAN_FRONTEND=noninteractive in_root apt-get install -y -qq rabbitmq-server; } \
-        >/tmp/rabbitmq4-apt.log 2>&1 \
-        || die "installing rabbitmq-server in the chroot failed, see /tmp/rabbitmq4-apt.log"
+        >/tmp/$TAG-apt.log 2>&1 \
+        || die "installing rabbitmq-server in the chroot failed, see /tmp/$TAG-apt.log"
     in_root apt-get clean
     rm -rf "$ROOT"/var/lib/apt/lists/*   # apt-get update brings them back when needed
 fi
 
 # -- 3. the node's configuration ------------------------------------------------------------------
 cat >"$ROOT/etc/rabbitmq/rabbitmq-env.conf" <<EOF
-# written by rtroute's scripts/start-rabbitmq4.sh: a second node beside the host's rabbit@localhost
+# written by rtroute's scripts/start-rabbitmq4.sh $SERIES: a node beside the host's rabbit@localhost
 NODENAME=$NODE
 NODE_IP_ADDRESS=127.0.0.1
 NODE_PORT=$PORT
@@ -169,7 +186,7 @@ export ERL_EPMD_ADDRESS
 SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}"
 EOF
 cat >"$ROOT/etc/rabbitmq/rabbitmq.conf" <<EOF
-# written by rtroute's scripts/start-rabbitmq4.sh
+# written by rtroute's scripts/start-rabbitmq4.sh $SERIES
 listeners.tcp.local = 127.0.0.1:$PORT
 management.tcp.ip = 127.0.0.1
 management.tcp.port = $MGMT
@@ -187,12 +204,12 @@ for p in $PORT $MGMT $DIST; do
     fi
 done
 log "starting $NODE"
-setsid chroot "$ROOT" /usr/sbin/rabbitmq-server </dev/null >/tmp/rabbitmq4-server.log 2>&1 &
+setsid chroot "$ROOT" /usr/sbin/rabbitmq-server </dev/null >/tmp/$TAG-server.log 2>&1 &
 t=0
 # await_startup fails at once while the node has not registered yet: retry it
 until ctl -q await_startup --timeout 5 >/dev/null 2>&1; do
     t=$((t + 1))
-    [ $t -lt "$WAIT_S" ] || die "$NODE did not start within ${WAIT_S} s; see /tmp/rabbitmq4-server.log and $ROOT/var/log/rabbitmq/"
+    [ $t -lt "$WAIT_S" ] || die "$NODE did not start within ${WAIT_S} s; see /tmp/$TAG-server.log and $ROOT/var/log/rabbitmq/"
     sleep 1
 done
 version=$(wait_management)

@@ -1,24 +1,31 @@
 #!/usr/bin/env bash
-# Stops the RabbitMQ 4.x node rabbit4@localhost of scripts/start-rabbitmq4.sh (chroot
-# $RABBITMQ4_ROOT, default /srv/trixie); its state and the chroot stay for the next start.
+# Stops a RabbitMQ 4.x node of scripts/start-rabbitmq4.sh: series 4.0 (the default),
+# rabbit4@localhost in $RABBITMQ4_ROOT (default /srv/trixie), or 4.3, rabbit43@localhost in
+# $RABBITMQ43_ROOT (default /srv/sid); its state and the chroot stay for the next start.
 # The host's own node is never touched. Idempotent. Others may be using that node: stop it
 # only when you mean to.
-#   stop-rabbitmq4.sh            stop the node
-#   stop-rabbitmq4.sh --umount   and unmount /proc from the chroot
+#   stop-rabbitmq4.sh [4.0|4.3]            stop the node
+#   stop-rabbitmq4.sh [4.0|4.3] --umount   and unmount /proc from the chroot
 # Exit status: 0 stopped (or not running); 1 it still runs; 3 root is needed and neither root
 # nor passwordless sudo is available.
 set -euo pipefail
 
-ROOT=${RABBITMQ4_ROOT:-/srv/trixie}
-NODE=rabbit4@localhost
+SERIES=${RABBITMQ4_SERIES:-4.0}
+case ${1:-} in 4.*) SERIES=$1; shift ;; esac
+case $SERIES in
+    4.0) ROOT=${RABBITMQ4_ROOT:-/srv/trixie} NODE=rabbit4@localhost TAG=rabbitmq4 ;;
+    4.3) ROOT=${RABBITMQ43_ROOT:-/srv/sid} NODE=rabbit43@localhost TAG=rabbitmq43 ;;
+    *) echo "usage: $0 [4.0|4.3] [--umount]   (got series '$SERIES')" >&2; exit 2 ;;
+esac
 PIDFILE=$ROOT/var/lib/rabbitmq/mnesia/$NODE.pid
-log() { echo "rtroute: [rabbitmq4] $*"; }
+log() { echo "rtroute: [$TAG] $*"; }
 
 if [ "$(id -u)" != 0 ]; then
     if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
-        exec sudo -n RABBITMQ4_ROOT="$ROOT" bash "$0" "$@"
+        exec sudo -n RABBITMQ4_ROOT="${RABBITMQ4_ROOT:-}" RABBITMQ43_ROOT="${RABBITMQ43_ROOT:-}" \
+            bash "$0" "$SERIES" "$@"
     fi
-    echo "rtroute: [rabbitmq4] ERROR: root is needed to enter the chroot at $ROOT, and sudo" \
+    echo "rtroute: [$TAG] ERROR: root is needed to enter the chroot at $ROOT, and sudo" \
         "is not available without a password: run this script as root" >&2
     exit 3
 fi
@@ -43,7 +50,7 @@ if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null \
         kill "$pid"
         sleep 5
         if kill -0 "$pid" 2>/dev/null; then
-            echo "rtroute: [rabbitmq4] ERROR: $NODE (pid $pid) still runs" >&2
+            echo "rtroute: [$TAG] ERROR: $NODE (pid $pid) still runs" >&2
             exit 1
         fi
     fi

@@ -20,6 +20,13 @@ shovel plugin's ``rabbit_shovel_confirms`` maps destination confirms back to sou
 - when the channel or connection goes, :meth:`Settler.reset` forgets everything: the broker
   redelivers what was not acked (at-least-once).
 
+A delivery requeued because a publish made for it failed goes back with ``basic.reject``, one
+given back for any other reason (a shovel past its budget, a hold) with ``basic.nack``. Up to
+RabbitMQ 4.2 both count towards a quorum queue's ``x-delivery-limit``; from 4.3 only the reject
+does (rabbitmq-server#15387: ``basic.nack`` with requeue leaves ``x-delivery-count`` as it is),
+so on 4.3 a message whose republish keeps failing would come back for ever if it were nacked.
+Rejected, it is dead-lettered at the limit, as on every earlier version.
+
 Every method runs in the ioloop thread; ``len()`` may be read from any thread.
 """
 from __future__ import annotations
@@ -157,7 +164,7 @@ class Settler:
         if not self.is_open:
             return None
         if delivery.failed:
-            return False if self.nack(delivery, requeue=True) else None
+            return False if self.nack(delivery, requeue=True, failed=True) else None
         self.ack(delivery)
         return True
 
@@ -170,9 +177,11 @@ class Settler:
         self._ack_max = max(self._ack_max, tag)
         self.send_acks_soon()
 
-    def nack(self, delivery: Delivery, requeue: bool) -> bool:
+    def nack(self, delivery: Delivery, requeue: bool, failed: bool = False) -> bool:
         """Nack ``delivery`` now (``requeue``: back to its queue, else to its dead-letter
-        exchange, or dropped without one).
+        exchange, or dropped without one). ``failed``: its handling failed, so it is sent as
+        ``basic.reject``, which counts towards a quorum queue's delivery limit on every version
+        (a ``basic.nack`` with requeue no longer does from RabbitMQ 4.3 on).
 
         Returns:
             True if sent; False if the channel is gone or pika refused (see ``on_error``).
@@ -182,7 +191,10 @@ class Settler:
         delivery.settled = True
         delivery.parked = False
         try:
-            self._channel.basic_nack(delivery.tag, multiple=False, requeue=requeue)
+            if failed:
+                self._channel.basic_reject(delivery.tag, requeue=requeue)
+            else:
+                self._channel.basic_nack(delivery.tag, multiple=False, requeue=requeue)
         except pika.exceptions.AMQPError as exc:
             if self._on_error is None:
                 raise

@@ -186,7 +186,7 @@ def test_without_the_event_exchange_it_falls_back_to_polling(ioloop, broker_uri,
 
 
 def test_arguments_that_do_not_normalise_are_healed_by_a_relist(ioloop, channel, names, mgmt,
-                                                                  until):
+                                                                  until, broker_version):
     exchange, queue = names.exchange(), names.queue()
     channel.exchange_declare(exchange, "direct")
     channel.queue_declare(queue, durable=True)
@@ -197,7 +197,12 @@ def test_arguments_that_do_not_normalise_are_healed_by_a_relist(ioloop, channel,
     runner, watcher = watch(ioloop, recorder, exchange, mgmt, relist_interval=300)
     assert recorder.added == [Binding(queue, "queue", "k")]
     channel.queue_unbind(queue, exchange, "k")  # one of the two goes: still bound
-    until(lambda: watcher.listings >= 2)
+    if broker_version < (4, 3):
+        # 3.x and 4.0 send its binding.deleted; which of the two entries it removed only a
+        # listing can tell (the nested arguments do not normalise alike in events and listings)
+        until(lambda: watcher.listings >= 2)
+    # 4.3 (Khepri) sends no binding.deleted while another binding with the same source,
+    # destination and key remains (measured on 4.3.6): the event comes with the last one
     assert known(runner, watcher) == {Binding(queue, "queue", "k")}
     channel.queue_unbind(queue, exchange, "k", arguments=nested)
     until(lambda: Binding(queue, "queue", "k") in recorder.removed)
