@@ -31,6 +31,11 @@ import pytest
 
 from rtroute.amqp import ManagementClient, parse_uri
 
+from . import (
+    every_broker,
+    hypothesis_profiles,  # noqa: F401 - loads the RTROUTE_HYPOTHESIS profile
+)
+
 DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
 BROKER_URI = os.environ.get("RTROUTE_TEST_URI") or DEFAULT_URI
 """The AMQP URI of the broker under test (for module-level use; fixtures: ``broker_uri``)."""
@@ -77,11 +82,14 @@ def pytest_configure(config: pytest.Config) -> None:
             "http://127.0.0.1:15673/ for the node of scripts/start-rabbitmq4.sh)")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark ``broker`` every test that reaches the broker through the fixtures."""
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark ``broker`` every test that reaches the broker through the fixtures, and
+    ``every_broker`` those of them that run against every broker claimed
+    (tests/every_broker.py)."""
     for item in items:
         if any(name in getattr(item, "fixturenames", ()) for name in BROKER_FIXTURES):
             item.add_marker(pytest.mark.broker)
+    every_broker.mark(items, config)
 
 
 def _broker_reachable(uri: str) -> bool:

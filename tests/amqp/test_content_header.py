@@ -21,6 +21,8 @@ from rtroute.amqp.content_header import (
 )
 from rtroute.amqp.frames import decode_properties
 
+from ..hypothesis_profiles import examples
+
 FLAGS_AT = 19
 FLAG_HEADERS = 1 << 13
 OTHER_PROPERTIES = ("content_type", "content_encoding", "delivery_mode", "priority",
@@ -372,7 +374,7 @@ basic_properties = st.fixed_dictionaries({}, optional={
 })
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(properties=basic_properties, channel=st.integers(0, 65535),
        body_size=st.integers(0, 2**64 - 1), data=st.data())
 def test_dropping_and_adding_bcc_matches_the_same_edit_done_by_pika(properties, channel,

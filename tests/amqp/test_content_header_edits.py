@@ -25,6 +25,7 @@ from rtroute.amqp.content_header import (
 )
 from rtroute.amqp.field_table import FieldTable, FieldTableError, Float32, Timestamp
 
+from ..hypothesis_profiles import examples
 from .test_field_table import TABLE_ENTRIES, entry, sized
 
 EVERY_OTHER = {
@@ -115,14 +116,14 @@ def test_content_header_frame_refuses_what_the_broker_would_not_take():
 
 
 # -- ContentHeader ------------------------------------------------------------------------------
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(entries=TABLE_ENTRIES, channel=st.integers(0, 65535))
 def test_an_unedited_content_header_is_the_same_frame(entries, channel):
     frame = raw_header(entries, channel, 77, **EVERY_OTHER)
     assert ContentHeader(frame).frame(channel) == frame
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(entries=TABLE_ENTRIES, value=st.text(max_size=5))
 def test_setting_one_header_keeps_every_other_entry_byte_for_byte(entries, value):
     frame = raw_header(entries, 1, 5, **EVERY_OTHER)
@@ -190,7 +191,7 @@ def test_unknown_properties_are_refused():
 REASONS = {"x-rtroute-error": "no binding", "x-rtroute-exchange": "prices"}
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(entries=TABLE_ENTRIES)
 def test_a_dead_letter_keeps_every_property_and_entry_byte_for_byte(entries):
     frame = raw_header(entries, 1, 10, **EVERY_OTHER)

@@ -39,6 +39,8 @@ from rtroute.amqp.field_table import (
     skip_value,
 )
 
+from ..hypothesis_profiles import examples
+
 
 def u32(n: int) -> bytes:
     return struct.pack(">I", n)
@@ -107,7 +109,7 @@ TABLE_ENTRIES = st.lists(st.tuples(st.one_of(NAMES, st.sampled_from([b"a", b"b"]
                          max_size=8).map(lambda es: b"".join(shortstr(n) + v for n, v in es))
 
 
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(600), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(entries=TABLE_ENTRIES)
 def test_every_table_decodes_and_encodes_back_byte_for_byte(entries):
     table = roundtrip(entries)
@@ -124,7 +126,7 @@ def _entry_starts(entries: bytes, count: int) -> list[int]:
     return starts
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(value=VALUES)
 def test_every_value_decodes_and_encodes_back_byte_for_byte(value):
     decoded, end = decode_value(value)
@@ -133,7 +135,7 @@ def test_every_value_decodes_and_encodes_back_byte_for_byte(value):
     assert skip_value(value, 0, len(value)) == len(value)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(entries=TABLE_ENTRIES, names=st.lists(NAMES, max_size=4))
 def test_select_entries_gives_the_first_entry_of_each_name_as_a_full_decode_does(entries,
                                                                                  names):
@@ -159,7 +161,7 @@ def _encoded(values: dict) -> dict:
     return {k: encode_value(v) for k, v in values.items()}
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(entries=TABLE_ENTRIES, data=st.data())
 def test_a_cut_or_corrupted_table_is_an_error_never_a_crash(entries, data):
     if not entries:
@@ -216,7 +218,7 @@ TYPED_VALUES = st.recursive(
 )
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(value=TYPED_VALUES)
 def test_typed_values_survive_encode_decode_with_their_type(value):
     encoded = encode_value(value)
@@ -251,7 +253,7 @@ ENCODABLE_BY_PIKA = st.recursive(
 )
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(table=st.dictionaries(st.text(max_size=8), ENCODABLE_BY_PIKA, max_size=6))
 def test_plain_values_encode_as_pika_encodes_them(table):
     pieces: list[bytes] = []

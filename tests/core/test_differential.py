@@ -5,6 +5,7 @@ from hypothesis import strategies as st
 
 from rtroute.core import reference
 
+from ..hypothesis_profiles import examples
 from .conftest import NATIVE
 
 pytestmark = pytest.mark.skipif(NATIVE is None, reason="extension not built")
@@ -13,7 +14,7 @@ WORDS = ["a", "b", "c", "", "ü"]
 word = st.sampled_from(WORDS)
 concrete = st.lists(word, min_size=0, max_size=6).map(".".join)
 pattern = st.lists(st.sampled_from(WORDS + ["*", "#", "#"]), min_size=0, max_size=7).map(".".join)
-SETTINGS = settings(max_examples=300, deadline=None,
+SETTINGS = settings(max_examples=examples(300), deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
 
 

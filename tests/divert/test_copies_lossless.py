@@ -30,6 +30,7 @@ from rtroute.divert import (
 )
 
 from ..amqp.test_field_table import TABLE_ENTRIES, entry, sized
+from ..hypothesis_profiles import examples
 
 ADDED = {HOPS_HEADER, HDR_ORIGINAL_QUEUE, HDR_ORIGINAL_ADDRESS, HDR_ORIG_MESSAGE_ID,
          HDR_ORIG_ROUTING_TYPE, HDR_ROUTING_TYPE}
@@ -65,7 +66,7 @@ def header_of(data: bytes) -> bytes:
 METHOD = frames.publish_frame(3, frames.shortstr("fwd"), frames.shortstr("price.eu"), True)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(entries=TABLE_ENTRIES)
 def test_a_copy_carries_every_original_entry_byte_for_byte(entries):
     original = delivered(entries)

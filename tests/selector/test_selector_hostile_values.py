@@ -16,6 +16,8 @@ from hypothesis import strategies as st
 from rtroute.selector import compile
 from rtroute.selector.values import _FAILED, java_parse_double, java_parse_int, like_matcher
 
+from ..hypothesis_profiles import examples
+
 ALARM_SECONDS = 10
 
 
@@ -81,14 +83,14 @@ _OLD_JAVA_DOUBLE = re.compile(
 )
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=examples(1000), deadline=None)
 @given(st.text("0123456789.eExXpPaAfFdD+-", max_size=10))
 def test_double_syntax_is_unchanged(text):
     result = java_parse_double(text)
     assert (result is not _FAILED) is bool(_OLD_JAVA_DOUBLE.fullmatch(text))
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(st.sampled_from(["", "+", "-"]), st.text("0\u0660", max_size=30),
        st.text("0123456789\u0661", max_size=22))
 def test_long_parsing_skips_any_number_of_leading_zeros(sign, zeros, digits):

@@ -10,6 +10,8 @@ from hypothesis import strategies as st
 from rtroute.selector import compile
 from rtroute.selector.values import like_matcher, like_plan
 
+from ..hypothesis_profiles import examples
+
 T, F, U = True, False, None
 
 HEADERS = {
@@ -266,7 +268,7 @@ def like_cases(draw):
     return pattern, escape, value
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=examples(1500), deadline=None)
 @given(like_cases())
 def test_matcher_agrees_with_the_regex_translation(case):
     pattern, escape, value = case

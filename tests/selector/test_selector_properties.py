@@ -16,6 +16,8 @@ from hypothesis import strategies as st
 from rtroute.bench.selector import AstInterpreter
 from rtroute.selector import SelectorError, compile
 
+from ..hypothesis_profiles import examples
+
 PROPS = ["a", "b", "c", "s", "t"]
 
 header_values = st.one_of(
@@ -81,7 +83,7 @@ def _compound(inner):
 
 conditions = st.recursive(_simple_conditions(), _compound, max_leaves=6)
 
-SETTINGS = settings(max_examples=300, deadline=None,
+SETTINGS = settings(max_examples=examples(300), deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
 
@@ -126,7 +128,7 @@ TOKENS = ["a", "b", "'x'", "'", '"', "1", "0x1F", "1.5e3", "=", "<>", "<", ">=",
           "NULL", "TRUE", "BETWEEN", "/*", "*/", "--", "\n", " ", "!", "$x", "9999999999999999999"]
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(st.lists(st.sampled_from(TOKENS), max_size=14).map(" ".join), headers_st)
 def test_random_text_compiles_or_raises_selector_error(text, headers):
     try:
@@ -138,7 +140,7 @@ def test_random_text_compiles_or_raises_selector_error(text, headers):
     assert selector.matches(headers) in (True, False)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.text(max_size=40), headers_st)
 def test_arbitrary_text_never_raises_anything_but_selector_error(text, headers):
     try:

@@ -64,11 +64,13 @@ def sidecars(tmp_path, broker_uri):
     def start(*args: str) -> SidecarProcess:
         sc = SidecarProcess(list(args), tmp_path / f"sidecar-{len(started)}.log")
         started.append(sc)
+        RUNNING.append(sc)
         return sc
 
     yield start
     for sc in started:
         sc.stop()
+        RUNNING.remove(sc)
 
 
 @pytest.fixture
@@ -119,6 +121,31 @@ def depth(channel, queue: str) -> int:
     return channel.queue_declare(queue, passive=True).method.message_count
 
 
+#: the sidecars of the running test (the ``sidecars`` fixture keeps it)
+RUNNING: list[SidecarProcess] = []
+
+
+def _settled() -> bool | None:
+    """No running sidecar of this test has a message in flight (every ingress message it took
+    is settled: its republishes and copies are in their queues). None can say when one's
+    /status does not answer without a token."""
+    for sc in RUNNING:
+        if sc.proc.poll() is not None:
+            continue
+        status = sc.status()
+        if status is None:
+            return None
+        if any(ex.get("in_flight") for ex in status.get("exchanges", [])):
+            return False
+    return True
+
+
 def wait_depth(channel, queue: str, count: int, timeout: float = 30) -> None:
+    """Until ``queue`` holds ``count`` messages and the test's sidecars have nothing in flight,
+    so that a duplicate on its way has landed before the test counts."""
     wait_for(lambda: depth(channel, queue) >= count, timeout)
-    time.sleep(0.3)  # let stragglers (duplicates) land before counting
+    settled = _settled()
+    if settled is None:
+        time.sleep(0.3)  # a sidecar that cannot tell: let stragglers land before counting
+    elif not settled:
+        wait_for(lambda: _settled() is not False, timeout)

@@ -6,6 +6,8 @@ from hypothesis import strategies as st
 
 from rtroute.sidecar.delivery import Publish, bcc_cost, plan_delivery
 
+from ..hypothesis_profiles import examples
+
 BINDINGS = "x.bindings"
 # what one header frame leaves for BCC with the default frame_max (see the router)
 FRAME_BUDGET = 131072 - 1024
@@ -192,7 +194,7 @@ def deliveries(draw):
     return dbk, matched, routing_key, cc, budget, draw(st.booleans())
 
 
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(600), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(deliveries())
 def test_every_destination_of_the_matched_keys_gets_exactly_one_copy(delivery):
     dbk, matched, routing_key, cc, budget, by_matched_key = delivery

@@ -21,6 +21,7 @@ from rtroute.amqp.field_table import encode_value
 from rtroute.sidecar.ingress import IngressMessage
 
 from ..amqp.test_field_table import TABLE_ENTRIES
+from ..hypothesis_profiles import examples
 
 DROP = ("x-rtroute-bcc", "BCC")
 
@@ -201,7 +202,7 @@ def test_a_dead_letter_keeps_every_property_and_header_and_adds_the_reason():
     assert data.endswith(frames.on_channel(parts[1], 3))
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(entries=TABLE_ENTRIES, bcc=st.none() | st.tuples(st.text(max_size=5)))
 def test_every_table_is_republished_byte_for_byte_but_alias_and_bcc(entries, bcc):
     m = IngressMessage("ex", 1, False, frames.shortstr("a"), raw_delivery(entries))

@@ -27,9 +27,10 @@ from rtroute.spark.header_json import (
 )
 
 from ..amqp.test_field_table import TABLE_ENTRIES, entry, sized
+from ..hypothesis_profiles import examples
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(entries=TABLE_ENTRIES)
 def test_every_table_survives_json_byte_for_byte(entries):
     table = decode_table(entries, 0, len(entries))
