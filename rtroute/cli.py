@@ -201,21 +201,25 @@ def _one_or_list(values: tuple[str, ...]) -> str | list[str] | None:
 @click.option("--uri", default="amqp://guest:guest@127.0.0.1:5672/%2F", show_default=True,
               envvar="RTROUTE_URI", show_envvar=True)
 @click.option("--management-uri", "management_uri", default=None,
+              envvar="RTROUTE_MANAGEMENT_URI", show_envvar=True,
               help="Management API of that broker, for the sidecar.  [default: "
                    "http://HOST:15672/, right for a broker on the default ports only]")
 def demo(uri: str, management_uri: str | None) -> None:
     """Run the rtopic plugin's README example end to end through a real sidecar.
 
     \b
-    Against the RabbitMQ 4.x node of scripts/start-rabbitmq4.sh:
-      rtroute demo --uri amqp://guest:guest@127.0.0.1:5673/%2F \\
-                   --management-uri http://127.0.0.1:15673/
+    Against RabbitMQ 4.3, where the x-rtopic plugin cannot start (the node of
+    scripts/start-rabbitmq4.sh 4.3; 4.0: ports 5673 and 15673):
+      rtroute demo --uri amqp://guest:guest@127.0.0.1:5674/%2F \\
+                   --management-uri http://127.0.0.1:15674/
     """
+    import pika.exceptions
+
     from rtroute.demo import run as run_demo
 
     try:
         run_demo(uri, echo=click.echo, management_uri=management_uri)
-    except (OSError, RuntimeError) as exc:
+    except (OSError, RuntimeError, pika.exceptions.AMQPError) as exc:
         raise click.ClickException(str(exc)) from None
 
 

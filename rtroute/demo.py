@@ -15,7 +15,8 @@ import sys
 import time
 import urllib.request
 import uuid
-from typing import Callable
+from collections.abc import Iterable
+from typing import Any, Callable
 
 import pika
 
@@ -76,10 +77,11 @@ def run(uri: str, echo: Callable[[str], None] = print,
     proc = subprocess.Popen(
         [sys.executable, "-m", "rtroute.cli", "run", "--rtopic", name,
          "--http", f"127.0.0.1:{port}", "--log-level", "WARNING"], env=env)
-    conn = connect_blocking(uri)
-    ch = conn.channel()
     queues = {q: f"{name}.{q}" for q in PLUGIN_QUEUES}
-    try:
+    conn = None
+    try:  # from here on the sidecar is stopped whatever happens (a broker that is down too)
+        conn = connect_blocking(uri)
+        ch = conn.channel()
         _wait_status(port, name, None, proc)
         for q, key in PLUGIN_QUEUES.items():
             ch.queue_declare(queues[q], exclusive=True)
@@ -130,12 +132,23 @@ def run(uri: str, echo: Callable[[str], None] = print,
     finally:
         proc.terminate()
         proc.wait(30)
-        for queue in queues.values():
+        if conn is not None and conn.is_open:
+            _delete_objects(conn, name, queues.values())
+
+
+def _delete_objects(conn: Any, name: str, queues: Iterable[str]) -> None:
+    """The demo's exchanges and queues go (a connection lost meanwhile leaves them: the
+    exclusive queues go with it, the exchanges are named for this run only)."""
+    try:
+        ch = conn.channel()
+        for queue in queues:
             ch.queue_delete(queue)
         for x in (name, f"{name}.bindings"):
             ch.exchange_delete(x)
         ch.queue_delete(f"rtroute.ingress.{name}")
         conn.close()
+    except pika.exceptions.AMQPError:
+        pass
 
 
 def _wait_status(port: int, name: str, bindings: int | None, proc: subprocess.Popen) -> None:

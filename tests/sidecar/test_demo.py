@@ -1,9 +1,11 @@
 """The README's main-job command works: the plugin's example through a real sidecar."""
-import pytest
+import os
+import subprocess
+import sys
+import uuid
 
 from rtroute.demo import run
-
-pytestmark = pytest.mark.broker
+from rtroute.netaddr import free_port
 
 
 def test_demo_delivers_the_plugin_readme_example(broker_uri, management_uri):
@@ -19,3 +21,32 @@ def test_demo_delivers_the_plugin_readme_example(broker_uri, management_uri):
     assert got["E"] == sorted(["#.info", "#", "server1.app1.#"])
     assert got["F"] == sorted(["*.app1.mod1.info", "#.info", "#.mod1.info", "#"])
     assert any("A, F" in line for line in lines)
+
+
+def _processes_with(mark: str) -> list[int]:
+    """The processes whose environment holds ``mark``."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if mark.encode() in f.read():
+                    found.append(int(pid))
+        except OSError:
+            continue
+    return found
+
+
+def test_a_broker_that_does_not_answer_is_an_error_and_leaves_no_sidecar_behind():
+    # the demo's sidecar started before the demo's own connection failed, and outlived it
+    mark = f"RTROUTE_TEST_MARK={uuid.uuid4().hex}"
+    env = dict(os.environ, RTROUTE_TEST_MARK=mark.split("=", 1)[1])
+    port = free_port()
+    done = subprocess.run(
+        [sys.executable, "-m", "rtroute.cli", "demo", "--uri",
+         f"amqp://guest:guest@127.0.0.1:{port}/%2F", "--management-uri",
+         f"http://127.0.0.1:{free_port()}/"],
+        check=False, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr, done.stderr
+    assert f"127.0.0.1:{port}" in done.stderr, done.stderr
+    assert _processes_with(mark) == []
