@@ -58,6 +58,9 @@ EVERY_BROKER: dict[str, str] = {
     "tests/spark/test_drain_lossless.py": "loss",
     "tests/amqp/test_confirm_window.py": "loss: confirms",
     "tests/amqp/test_connection.py": "loss: in-flight publishes on a closed connection",
+    "tests/sidecar/test_node_restart.py": "loss: a node restart (Mnesia on 3.10 and 4.0, "
+                                          "Khepri on 4.3)",
+    "tests/proxy/test_proxy_node_restart.py": "loss: a node restart",
     # -- security ----------------------------------------------------------------------------
     "tests/proxy/test_hostile_clients.py": "security (the pre-auth frame limit differs: 4096 "
                                            "on 3.10, 8192 from 4.1)",
@@ -79,6 +82,7 @@ EVERY_BROKER: dict[str, str] = {
     "tests/amqp/test_management.py": "version: management API fields",
     "tests/amqp/test_declarations.py": "version: declarations",
     "tests/shovel/test_drop_in.py": "version: the shovel plugin's definitions",
+    "tests/shovel/test_rabbitmq_4_3.py": "version: the 4.3 shovel plugin's keys and columns",
     "tests/sidecar/test_sharded_ingress.py": "version: the consistent hash exchange",
     "tests/routing/test_rabbitmq_parity.py": "version: the broker's own topic routing",
     "tests/test_broker_under_test.py": "version: the broker under test is the one named",

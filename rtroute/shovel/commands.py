@@ -267,10 +267,12 @@ def restart_command(name: str, vhost: str, http_listen: str, token: str | None) 
     _change("restart", name, vhost, http_listen, token)
 
 
-#: The columns of ``rabbitmqctl shovel_status`` (RabbitMQ 4.0), then rtroute's count.
+#: The columns of ``rabbitmqctl shovel_status`` (RabbitMQ 4.0), then rtroute's count, then
+#: the columns RabbitMQ 4.3 added (appended, so the earlier ones keep their places).
 TABLE_COLUMNS = ("name", "vhost", "type", "state", "source_protocol", "source",
                  "destination_protocol", "destination", "termination_reason", "last_changed",
-                 "moved")
+                 "moved", "pending", "source_queue", "destination_queue", "remaining",
+                 "remaining_unacked", "forwarded")
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:
@@ -286,6 +288,8 @@ def format_table(rows: list[dict[str, Any]]) -> str:
                 value = row.get("termination_reason", row.get("reason")) or ""
             else:
                 value = row.get(column, "")
+            if value is None:
+                value = ""
             line.append(" ".join(str(value).split()) or "-")
         lines.append(line)
     widths = [max(len(line[i]) for line in lines) for i in range(len(TABLE_COLUMNS))]

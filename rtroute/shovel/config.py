@@ -70,6 +70,10 @@ ACK_MODES = ("no_ack", "on_publish", "on_confirm")
 ON_UNROUTABLE = ("nack", "requeue", "drop")
 ON_REFUSED = ("requeue", "dead_letter")
 DELETE_AFTER = ("never", "queue-length")
+#: The plugin's largest ``src-delete-after-duration`` (``rabbit_misc:check_expiry``: ten years).
+MAX_DELETE_AFTER_DURATION = 315_360_000
+#: The plugin's ``internal_owner.kind`` values.
+INTERNAL_OWNER_KINDS = ("exchange", "queue")
 DEFAULT_PREFETCH = 1000
 DEFAULT_RECONNECT_DELAY = 1.0
 DEFAULT_NACK_RETRIES = 5
@@ -120,6 +124,10 @@ class ShovelConfig:
         reconnect_delay: seconds between reconnects; fractions honoured; ``0`` = stop after
             the first error.
         src_delete_after: ``"never"``, ``"queue-length"`` or a message count.
+        src_delete_after_duration: seconds after which the shovel ends for good, as the 4.3
+            plugin's ``src-delete-after-duration`` (which then deletes the shovel): counted
+            from the moment the shovel first consumes, raised to the plugin's floor of 60 s
+            (see :data:`rtroute.shovel.worker.DELETE_AFTER_DURATION_FLOOR`); ``None`` = never.
         add_forward_headers: add the plugin's forwarding headers.
         dest_add_timestamp_header: add ``x-shovelled-timestamp``.
         on_unroutable: what to do when the destination returns a message (it is published
@@ -142,6 +150,14 @@ class ShovelConfig:
         vhost: the virtual host a dynamic shovel was defined in (imports only), else ``None``.
         consumer_args: arguments of the source's ``basic.consume`` (the plugin's
             ``src-consumer-args``/``consumer_args``, e.g. ``{"x-priority": 5}``).
+        consumer_name: the consumer tag of the source's ``basic.consume`` (the 4.3 plugin's
+            ``src-consumer-name``/``consumer_name``); ``None`` (or ``""``) = a generated one.
+        internal: the 4.3 plugin's ``internal`` flag (its own shovels, which
+            ``rabbitmqctl delete_shovel`` removes only with ``--force``). Accepted and shown
+            in ``/status``; rtroute's ``delete`` does not check it.
+        internal_owner: the 4.3 plugin's ``internal_owner`` (``{"name", "kind",
+            "virtual_host"}`` of the exchange or queue that owns an internal shovel), or
+            ``None``. Accepted and shown in ``/status``; it changes nothing else.
     """
 
     name: str
@@ -170,6 +186,10 @@ class ShovelConfig:
     filter: ShovelFilter | None = None
     vhost: str | None = None
     consumer_args: dict[str, Any] = field(default_factory=dict)
+    src_delete_after_duration: int | None = None
+    consumer_name: str | None = None
+    internal: bool = False
+    internal_owner: dict[str, str] | None = None
 
 
 # ---------------------------------------------------------------------------------- shovel
@@ -236,6 +256,10 @@ def parse_shovel(
     src_management_uri = optional_string(reader, "src_management_uri")
     shovel_filter = parse_filter(reader)
     consumer_args = _parse_consumer_args(reader)
+    consumer_name = optional_string(reader, "consumer_name", "src_consumer_name") or None
+    delete_after_duration = _parse_delete_after_duration(reader)
+    internal = reader.boolean("internal", default=False)
+    internal_owner = _parse_internal_owner(reader)
     reader.finish()
 
     def at(*names: str) -> Path:
@@ -322,6 +346,10 @@ def parse_shovel(
         filter=shovel_filter,
         vhost=vhost,
         consumer_args=consumer_args,
+        src_delete_after_duration=delete_after_duration,
+        consumer_name=consumer_name,
+        internal=internal,
+        internal_owner=internal_owner,
     )
 
 
@@ -346,6 +374,39 @@ def _parse_delete_after(reader: TableReader) -> str | int:
         (raw,), f"{reader.label(raw)} must be \"never\", \"queue-length\" or a message count, "
         f"got {shown(value)}"
     )
+
+
+def _parse_delete_after_duration(reader: TableReader) -> int | None:
+    got = reader.take("src_delete_after_duration", "delete_after_duration")
+    if got is None:
+        return None
+    raw, value = got
+    if type(value) is not int or value <= 0:
+        raise reader.error_at((raw,), f"{reader.label(raw)} must be a positive integer "
+                              f"(seconds), got {shown(value)}")
+    if value > MAX_DELETE_AFTER_DURATION:
+        raise reader.error_at((raw,), f"{reader.label(raw)} is {value} seconds, more than the "
+                              f"plugin's maximum of {MAX_DELETE_AFTER_DURATION} (ten years)")
+    return value
+
+
+def _parse_internal_owner(reader: TableReader) -> dict[str, str] | None:
+    """The plugin's ``internal_owner``: ``name``, ``kind`` (exchange or queue) and
+    ``virtual_host``, all required (``rabbit_shovel_parameters:validate_internal_owner``)."""
+    got = reader.take("internal_owner")
+    if got is None:
+        return None
+    raw, value = got
+    if not isinstance(value, Mapping):
+        raise reader.error_at((raw,), f"{reader.label(raw)} must be a table with name, kind "
+                              f"and virtual_host, got {shown(value)}")
+    owner = TableReader(value, reader.path + (raw,), reader.where, reader.context,
+                        label_start=reader.label_start)
+    out = {"name": owner.string("name"),
+           "kind": owner.choice("kind", INTERNAL_OWNER_KINDS),
+           "virtual_host": owner.string("virtual_host")}
+    owner.finish()
+    return out
 
 
 def _parse_durable_queue(

@@ -1,10 +1,12 @@
 """The dynamic shovels of a RabbitMQ definitions export, imported unchanged.
 
-:func:`from_definitions` takes the export as the plugin of RabbitMQ 4.0 writes it, every
+:func:`from_definitions` takes the export as the plugin of RabbitMQ 4.0 to 4.3 writes it, every
 current key included (``src-predeclared``, ``dest-predeclared``, ``src-consumer-args``,
-list-valued ``publish-properties``, ...), translates each ``component: "shovel"`` parameter into
-the ``[[shovel]]`` form and validates it through :func:`rtroute.shovel.config.parse_shovel`, so
-errors name the shovel, the field as written, and its line in the export.
+list-valued ``publish-properties``, and 4.3's ``src-consumer-name``,
+``src-delete-after-duration``, ``internal`` and ``internal_owner``), translates each
+``component: "shovel"`` parameter into the ``[[shovel]]`` form and validates it through
+:func:`rtroute.shovel.config.parse_shovel`, so errors name the shovel, the field as written, and
+its line in the export.
 """
 from __future__ import annotations
 
@@ -33,7 +35,8 @@ LOGGER = logging.getLogger("rtroute.shovel")
 #: The plugin's ``?DEFAULT_RECONNECT_DELAY`` (its docs say 1; its code uses 5).
 PLUGIN_RECONNECT_DELAY = 5
 
-# the keys of an AMQP 0-9-1 shovel in RabbitMQ 4.0 (rabbit_shovel_parameters.erl), old names too
+# the keys of an AMQP 0-9-1 shovel in RabbitMQ 4.3 (rabbit_shovel_parameters.erl and
+# rabbit_amqp091_shovel.erl's validate_src_funs/validate_dest_funs), old names too
 _DYNAMIC_KEYS = (
     "src-uri", "src-protocol", "src-queue", "src-queue-args", "src-consumer-args",
     "src-exchange", "src-exchange-key", "src-prefetch-count", "prefetch-count",
@@ -41,7 +44,8 @@ _DYNAMIC_KEYS = (
     "dest-exchange", "dest-exchange-key", "dest-queue", "dest-queue-args", "dest-predeclared",
     "ack-mode", "add-forward-headers", "dest-add-forward-headers", "add-timestamp-header",
     "dest-add-timestamp-header", "publish-properties", "dest-publish-properties",
-    "reconnect-delay",
+    "reconnect-delay", "src-consumer-name", "src-delete-after-duration", "internal",
+    "internal_owner",
 )
 _AMQP10_KEYS = ("src-address", "dest-address", "dest-properties",
                 "dest-application-properties", "dest-message-annotations")
@@ -163,6 +167,11 @@ def _translate_dynamic(
             if v == "amqp10":
                 raise _Refused(f"{key} amqp10 is not supported: rtroute shovels speak "
                                "AMQP 0-9-1 only")
+            if v == "local":
+                # 4.3's in-broker protocol: no connection, so nothing rtroute can run as is
+                raise _Refused(f"{key} local runs inside the broker and is not supported: "
+                               "rtroute shovels speak AMQP 0-9-1 only (set amqp091 to "
+                               "shovel through a connection to the URI)")
             if v != "amqp091":
                 raise where.error(vpath + (key,), f"{context}: {key} must be amqp091, got "
                                   f"{shown(v)}")

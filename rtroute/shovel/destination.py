@@ -236,6 +236,8 @@ class Destination(Side):
                 self.pending.appendleft(entry)
                 self.pause("window")
                 return
+            if not entry.attempts:
+                self.counters["forwarded"] += 1
             if not window.has_room:
                 self.pause("window")
             return
@@ -247,7 +249,9 @@ class Destination(Side):
             self.ioloop.call_later(0, self._flush_frames)
         out.append(method)
         out.extend(parts)
-        self.counters["moved"] += 1
+        counters = self.counters
+        counters["moved"] += 1
+        counters["forwarded"] += 1
         if self.ack_on_publish:
             self.settler.ack(entry)
 

@@ -8,11 +8,14 @@
 * :func:`from_definitions`: the dynamic shovels (``parameters`` with ``component: "shovel"``)
   of a definitions export (in :mod:`rtroute.shovel.definitions`, importable from here).
 
-A definitions export is taken as the plugin of RabbitMQ 4.0 writes it, every current key
-included (``src-predeclared``, ``dest-predeclared``, ``src-consumer-args``, list-valued
-``publish-properties``, ...). A shovel rtroute cannot run (an AMQP 1.0 one, or one with a key
-it does not know, which the plugin would refuse too) is refused alone: it is logged and listed
-as a :class:`~rtroute.shovel.config.RefusedShovel`, and the rest of the file runs.
+A definitions export is taken as the plugin of RabbitMQ 4.0 to 4.3 writes it, every current
+key included (``src-predeclared``, ``dest-predeclared``, ``src-consumer-args``, list-valued
+``publish-properties``, 4.3's ``src-consumer-name`` and ``src-delete-after-duration``, ...); an
+Erlang config takes 4.3's ``consumer_name`` and ``delete_after_duration`` in ``source`` (and
+``delete_after_duration`` at the top of the classic format). A shovel rtroute cannot run (an
+AMQP 1.0 one, a 4.3 ``local`` one, or one with a key it does not know, which the plugin would
+refuse too) is refused alone: it is logged and listed as a
+:class:`~rtroute.shovel.config.RefusedShovel`, and the rest of the file runs.
 
 Both translate into the ``[[shovel]]`` form and validate through
 :func:`rtroute.shovel.config.parse_shovel`, so errors name the shovel, the field as the user
@@ -41,14 +44,15 @@ __all__ = ["PLUGIN_RECONNECT_DELAY", "from_definitions", "from_erlang_config"]
 _CLASSIC_KEYS = (
     "sources", "destinations", "queue", "prefetch_count", "ack_mode", "publish_properties",
     "publish_fields", "reconnect_delay", "delete_after", "add_forward_headers",
-    "add_timestamp_header",
+    "add_timestamp_header", "delete_after_duration",
 )
 _CURRENT_KEYS = ("source", "destination", "ack_mode", "reconnect_delay")
 _ENDPOINT_KEYS = ("protocol", "broker", "brokers", "uris", "declarations")
-_SOURCE_MOVED = ("queue", "prefetch_count", "delete_after", "consumer_args")
+_SOURCE_MOVED = ("queue", "prefetch_count", "delete_after", "consumer_args", "consumer_name",
+                 "delete_after_duration")
 _DEST_MOVED = ("publish_properties", "publish_fields", "add_forward_headers",
                "add_timestamp_header")
-_TEXT_KEYS = ("queue", "broker")
+_TEXT_KEYS = ("queue", "broker", "consumer_name")
 
 
 # ---------------------------------------------------------------------------- Erlang terms

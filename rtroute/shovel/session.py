@@ -93,6 +93,7 @@ class Session:
             self.delete_after_reached()
             return
         source.consume()
+        self.w.consuming()
 
     def _resumed(self) -> None:
         self.source.read_if_room()

@@ -203,7 +203,7 @@ class Source(Side):
         self.reader.intercept(channel.channel_number, self.on_delivery)  # type: ignore[union-attr]
         self.consumer_tag = channel.basic_consume(
             self.queue, self._on_unexpected_message, auto_ack=self.auto_ack,
-            arguments=self.cfg.consumer_args or None)
+            consumer_tag=self.cfg.consumer_name, arguments=self.cfg.consumer_args or None)
 
     def _on_unexpected_message(self, _channel: Any, method: Any, _props: Any, _body: Any) -> None:
         # deliveries go to on_delivery through the frame reader; pika never sees them

@@ -14,10 +14,11 @@ into an exception text does not reach ``/status``.
 The plugin's view of each shovel is there too (``rabbitmqctl shovel_status``): ``type``
 (``static`` for ``rtroute.toml`` and Erlang-config shovels, ``dynamic`` for those imported from a
 definitions export), ``last_changed`` as ``YYYY-MM-DD HH:MM:SS`` (local time, as the plugin's
-``calendar:local_time()``), ``source_protocol``, ``termination_reason`` and the source and
-destination details; ``/metrics`` counts shovels by type and state as
-``rabbitmq_shovel_prometheus`` does (``rabbitmq_shovel_dynamic{status}``,
-``rabbitmq_shovel_static{status}``).
+``calendar:local_time()``), ``source_protocol``, ``termination_reason``, the source and
+destination details, and 4.3's counters ``pending``, ``remaining``, ``remaining_unacked`` and
+``forwarded`` (see :meth:`rtroute.shovel.worker.ShovelWorker.plugin_metrics`); ``/metrics``
+counts shovels by type and state as ``rabbitmq_shovel_prometheus`` does
+(``rabbitmq_shovel_dynamic{status}``, ``rabbitmq_shovel_static{status}``).
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ import enum
 import re
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from typing import Any
 
@@ -61,6 +62,8 @@ COUNTERS: dict[str, str] = {
     "requeued": "Source messages given back to the source queue (filter leave, "
                 "on_unroutable requeue, refused, or no dead-letter exchange to take them).",
     "filtered": "Source messages the filter did not match.",
+    "forwarded": "Source messages published to the destination (a republish after a nack "
+                 "counts in retried, not here); the 4.3 plugin's forwarded.",
     "reconnects": "Times the shovel connected both ends again after losing them.",
 }
 
@@ -144,8 +147,11 @@ class ShovelStatus:
             ``destination_queue``/``destination_exchange``/``destination_exchange_key``.
         state, reason, since: the current :class:`ShovelState`, the termination reason (or
             None) and the wall-clock time of the last change.
-        completed: True once ``src-delete-after`` was reached (terminated on purpose).
+        completed: True once ``src-delete-after`` or ``src-delete-after-duration`` was
+            reached (terminated on purpose).
         counters: see :data:`COUNTERS`.
+        live: returns the 4.3 plugin's ``pending``, ``remaining``, ``remaining_unacked`` and
+            ``forwarded`` (set by the worker), or None.
     """
 
     def __init__(self, config: ShovelConfig) -> None:
@@ -163,6 +169,7 @@ class ShovelStatus:
         self.since = time.time()
         self.completed = False
         self.counters: dict[str, int] = dict.fromkeys(COUNTERS, 0)
+        self.live: Callable[[], dict[str, Any]] | None = None
         self.history: list[tuple[ShovelState, str | None, float]] = [
             (self.state, None, self.since)
         ]
@@ -184,6 +191,7 @@ class ShovelStatus:
         status.reason = scrub(refused.reason)
         status.completed = False
         status.counters = dict.fromkeys(COUNTERS, 0)
+        status.live = None
         status.history = [(status.state, status.reason, status.since)]
         status._lock = threading.Lock()
         return status
@@ -209,7 +217,9 @@ class ShovelStatus:
         ``completed`` and ``counters``; and the columns of ``rabbitmqctl shovel_status``:
         ``type``, ``last_changed``, ``source_protocol``, ``destination_protocol``,
         ``source_uri``, ``destination_uri``, ``termination_reason`` (``""`` unless
-        terminated) and the source/destination details.
+        terminated), the source/destination details, and 4.3's ``pending``, ``remaining``,
+        ``remaining_unacked`` (``"unlimited"`` without ``src-delete-after``) and
+        ``forwarded``; ``internal`` and ``internal_owner`` when the shovel has them.
         """
         with self._lock:
             state, reason, since = self.state, self.reason, self.since
@@ -240,6 +250,11 @@ class ShovelStatus:
             "termination_reason": reason or "",
             **self.details,
         })
+        if self.live is not None:
+            row.update(self.live())
+        else:
+            row.update(pending=0, remaining=None, remaining_unacked=None,
+                       forwarded=self.counters["forwarded"])
         return row
 
     @property
@@ -252,10 +267,10 @@ def _plain_uris(uris: list[str]) -> str:
     return ", ".join(uri_without_credentials(u) for u in uris)
 
 
-def _details(config: ShovelConfig) -> dict[str, str]:
+def _details(config: ShovelConfig) -> dict[str, Any]:
     """The plugin's source and destination details (``details_to_map`` of its status
-    command)."""
-    details: dict[str, str] = {}
+    command), and 4.3's ``internal``/``internal_owner`` when the shovel has them."""
+    details: dict[str, Any] = {}
     if config.src_exchange is not None:
         details["source_exchange"] = config.src_exchange
         details["source_exchange_key"] = config.src_exchange_key
@@ -266,6 +281,10 @@ def _details(config: ShovelConfig) -> dict[str, str]:
                        ("destination_queue", config.dest_queue)):
         if value is not None:
             details[key] = value
+    if config.internal:
+        details["internal"] = True
+    if config.internal_owner is not None:
+        details["internal_owner"] = dict(config.internal_owner)
     return details
 
 

@@ -19,7 +19,17 @@ knows no protocol; the parts are:
 States (see :class:`~rtroute.shovel.status.ShovelState`): ``starting`` while a session connects
 and declares, ``running`` while it moves messages, ``blocked`` while the destination has sent
 ``connection.blocked``, and ``terminated`` (with the reason) between sessions or for good
-(``reconnect_delay = 0``, ``src-delete-after`` reached, or stopped).
+(``reconnect_delay = 0``, ``src-delete-after`` or ``src-delete-after-duration`` reached, or
+stopped).
+
+``src-delete-after-duration`` (RabbitMQ 4.3): the plugin arms a timer when its source starts
+consuming and, when it fires, stops the shovel and deletes its parameter; seconds below its
+floor (``shovel.delete_after_duration_floor``, default 60) are raised to it, with a warning.
+rtroute does the same (the floor is :data:`DELETE_AFTER_DURATION_FLOOR`) with two differences:
+the time counts from the first session that consumed and a reconnect does not start it again
+(the plugin's worker restarts, and its timer with it, after every connection failure), and the
+shovel finishes as with ``src-delete-after``: it drains its confirms, then shows as
+terminated and ``completed`` (files are not edited, so it runs again with the process).
 
 A fractional ``reconnect_delay`` is honoured; passwords never reach logs, status or headers.
 """
@@ -59,13 +69,17 @@ from rtroute.shovel.source import (
 from rtroute.shovel.status import ShovelState, ShovelStatus, uri_without_credentials
 
 __all__ = [
-    "DLX_CHECK_TTL", "HOLD_DELAY", "INVALID_HEADERS", "METHOD_CACHE", "PENDING_LIMIT",
-    "REFUSED_LOG_INTERVAL", "RETRY_DELAY_MAX", "ROUTING_HEADER", "STOP_TIMEOUT",
-    "TIMESTAMP_HEADER", "UNLIMITED_WINDOW", "WRITE_BUFFER_HIGH", "WRITE_BUFFER_LOW",
+    "DELETE_AFTER_DURATION_FLOOR", "DLX_CHECK_TTL", "HOLD_DELAY", "INVALID_HEADERS",
+    "METHOD_CACHE", "PENDING_LIMIT", "REFUSED_LOG_INTERVAL", "RETRY_DELAY_MAX", "ROUTING_HEADER",
+    "STOP_TIMEOUT", "TIMESTAMP_HEADER", "UNLIMITED_WINDOW", "WRITE_BUFFER_HIGH", "WRITE_BUFFER_LOW",
     "ShovelWorker", "forward_header_table", "uri_without_credentials",
 ]
 
 LOGGER = logging.getLogger("rtroute.shovel")
+
+#: Shortest ``src-delete-after-duration`` in seconds (the plugin's default
+#: ``shovel.delete_after_duration_floor``); a shorter one is raised to it.
+DELETE_AFTER_DURATION_FLOOR = 60
 
 
 class ShovelWorker:
@@ -79,6 +93,8 @@ class ShovelWorker:
         shovelled_by: ``shovelled-by`` of the ``x-shovelled`` header (default: the source
             broker's cluster name, as when the plugin runs on the source).
         rng: picks the broker of each side on every connect.
+        delete_after_duration_floor: shortest ``src-delete-after-duration`` in seconds
+            (the plugin's ``shovel.delete_after_duration_floor``).
 
     Raises:
         ValueError: a malformed broker URI.
@@ -91,9 +107,11 @@ class ShovelWorker:
         connection_name: str | None = None,
         shovelled_by: str | None = None,
         rng: random.Random | None = None,
+        delete_after_duration_floor: float = DELETE_AFTER_DURATION_FLOOR,
     ) -> None:
         self.config = config
         self.status = status or ShovelStatus(config)
+        self.status.live = self.plugin_metrics
         self.connection_name = connection_name or f"Shovel {config.name}"
         self.shovelled_by = shovelled_by
         self.source_uris = [parse_uri(u) for u in config.sources.brokers]
@@ -122,6 +140,32 @@ class ShovelWorker:
         self.leftover_queues: dict[str, dict[str, list[tuple[str, str, Any]]]] = {
             "source": {}, "destination": {}}
         self.refused_logged_at = -REFUSED_LOG_INTERVAL
+        self.delete_after_duration_floor = delete_after_duration_floor
+        self._duration_timer: Any = None
+
+    def plugin_metrics(self) -> dict[str, Any]:
+        """The 4.3 plugin's counters of this shovel, as ``rabbitmqctl shovel_status`` shows
+        them (any thread; values may be one message old).
+
+        ``pending``: deliveries waiting for the destination (blocked, or a full confirm
+        window); ``remaining``: messages still to take and settle before ``src-delete-after``
+        ends the shovel (``"unlimited"`` without it, ``None`` until ``queue-length`` was
+        measured); ``remaining_unacked``: of those, the ones not yet published;
+        ``forwarded``: source messages published to the destination.
+        """
+        session = self._session
+        live = session is not None and session.alive
+        pending = len(session.destination.pending) if live else 0
+        if self.remaining is None:
+            remaining: int | str | None = None if self.measure_queue else "unlimited"
+            unpublished: int | str | None = remaining
+        else:
+            remaining = unpublished = self.remaining
+            budget = session.source.take_budget if live and session.running else None
+            if budget is not None:
+                unpublished = min(remaining, max(0, budget) + pending)
+        return {"pending": pending, "remaining": remaining, "remaining_unacked": unpublished,
+                "forwarded": self.status.counters["forwarded"]}
 
     def uri_text(self, uri: AmqpUri) -> str:
         """The configured text of a parsed broker URI (with its credentials: never log it)."""
@@ -229,6 +273,37 @@ class ShovelWorker:
                        reason, delay)
         self.status.set_state(ShovelState.TERMINATED, reason)
         self._timer = self.ioloop.call_later(delay, self._begin_session)
+
+    def consuming(self) -> None:
+        """The source consumes: arm the ``src-delete-after-duration`` timer (once)."""
+        seconds = self.config.src_delete_after_duration
+        if seconds is None or self._duration_timer is not None:
+            return
+        floor = self.delete_after_duration_floor
+        if seconds < floor:
+            LOGGER.warning("shovel %r has src-delete-after-duration of %d seconds, adjusting to "
+                           "the minimum allowed %g seconds", self.config.name, seconds, floor)
+        self._duration_timer = self.ioloop.call_later(max(seconds, floor),
+                                                      self._delete_after_duration_reached)
+
+    def _delete_after_duration_reached(self) -> None:
+        if self._stopping:
+            return
+        seconds = max(self.config.src_delete_after_duration or 0,
+                      self.delete_after_duration_floor)
+        reason = f"src-delete-after-duration reached: {seconds:g} s"
+        LOGGER.info("shovel %r finished (src-delete-after-duration)", self.config.name)
+        self.status.completed = True
+        self._stopping = True
+        if self._timer is not None:
+            self.ioloop.remove_timeout(self._timer)
+            self._timer = None
+        session = self._session
+        if session is not None and session.alive:
+            session.stop_gracefully(STOP_TIMEOUT, reason)
+            return
+        self.status.set_state(ShovelState.TERMINATED, reason)
+        self._finish_when_closed(session)
 
     def _delete_after_reached(self, session: Session | None = None) -> None:
         moved = self.status.counters["acked"] + self.status.counters["dead_lettered"]

@@ -152,7 +152,10 @@ def test_a_rabbitmq_4_0_5_definitions_export_runs_unchanged(broker_uri, mgmt, na
         table = _cli(http.port, "status").splitlines()
         assert table[0].split() == ["name", "vhost", "type", "state", "source_protocol",
                                     "source", "destination_protocol", "destination",
-                                    "termination_reason", "last_changed", "moved"]
+                                    "termination_reason", "last_changed", "moved",
+                                    # the columns RabbitMQ 4.3 added
+                                    "pending", "source_queue", "destination_queue",
+                                    "remaining", "remaining_unacked", "forwarded"]
 
         # restart and delete through the ops endpoint, as rabbitmqctl does in the broker
         _cli(http.port, "restart", "rtroute-fixture-orders", "--vhost", "/")

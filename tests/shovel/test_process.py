@@ -142,15 +142,19 @@ def test_several_shovels_in_one_process_and_the_status_command(names):
                                                    f"127.0.0.1:{http.port}"])
         assert result.exit_code == 0, result.output
         lines = result.output.splitlines()
-        # the columns of rabbitmqctl shovel_status, then the count moved
-        assert lines[0].split() == ["name", "vhost", "type", "state", "source_protocol",
-                                    "source", "destination_protocol", "destination",
-                                    "termination_reason", "last_changed", "moved"]
+        # the columns of rabbitmqctl shovel_status, the count moved, then 4.3's columns
+        assert lines[0].split() == [
+            "name", "vhost", "type", "state", "source_protocol", "source",
+            "destination_protocol", "destination", "termination_reason", "last_changed",
+            "moved", "pending", "source_queue", "destination_queue", "remaining",
+            "remaining_unacked", "forwarded"]
         for i, line in enumerate(lines[1:]):
             cells = line.split()
             assert cells[:4] == [f"multi-{i}", "-", "static", "running"]
             assert cells[5] == uri_without_credentials(broker_uri_for())  # as the plugin
-            assert cells[-1] == str(10 * (i + 1))
+            # counted from the end: last_changed holds a space
+            assert cells[-7:] == [str(10 * (i + 1)), "0", queues[i][0], queues[i][1],
+                                  "unlimited", "unlimited", str(10 * (i + 1))]
         with urllib.request.urlopen(f"http://127.0.0.1:{http.port}/metrics") as response:
             metrics = response.read().decode()
         assert 'rtroute_shovel_moved_total{shovel="multi-2"} 30' in metrics
