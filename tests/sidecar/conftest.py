@@ -127,8 +127,8 @@ RUNNING: list[SidecarProcess] = []
 
 def _settled() -> bool | None:
     """No running sidecar of this test has a message in flight (every ingress message it took
-    is settled: its republishes and copies are in their queues). None can say when one's
-    /status does not answer without a token."""
+    is settled: its republishes and copies are in their queues). None: one's /status does not
+    answer (it wants a token), so nobody can tell."""
     for sc in RUNNING:
         if sc.proc.poll() is not None:
             continue
@@ -140,12 +140,15 @@ def _settled() -> bool | None:
     return True
 
 
+#: how long stragglers (duplicates) may take to land after the count is reached, at most
+STRAGGLERS = 0.3
+
+
 def wait_depth(channel, queue: str, count: int, timeout: float = 30) -> None:
-    """Until ``queue`` holds ``count`` messages and the test's sidecars have nothing in flight,
-    so that a duplicate on its way has landed before the test counts."""
+    """Until ``queue`` holds ``count`` messages, then until the test's sidecars have nothing in
+    flight (a duplicate on its way has landed before the test counts), for :data:`STRAGGLERS`
+    seconds at most: a test may hold a message in flight on purpose (a hanging transformer)."""
     wait_for(lambda: depth(channel, queue) >= count, timeout)
-    settled = _settled()
-    if settled is None:
-        time.sleep(0.3)  # a sidecar that cannot tell: let stragglers land before counting
-    elif not settled:
-        wait_for(lambda: _settled() is not False, timeout)
+    deadline = time.monotonic() + STRAGGLERS
+    while not _settled() and time.monotonic() < deadline:
+        time.sleep(0.02)
