@@ -12,6 +12,7 @@ import pika
 import pytest
 
 from ..conftest import BROKER_URI, wait_for
+from ..sidecar.conftest import drain_many, publish_in_batches
 from .conftest import config_text, depth, divert_status, drain, http, wait_depth
 
 pytestmark = pytest.mark.broker
@@ -426,18 +427,14 @@ def http_metrics(sc, token):
 
 
 def publish_many(name: str, count: int, done: threading.Event) -> None:
-    conn = pika.BlockingConnection(pika.URLParameters(BROKER_URI))
-    ch = conn.channel()
-    ch.confirm_delivery()
-    for i in range(count):
-        ch.basic_publish(name, "k", str(i).encode(), pika.BasicProperties(
-            delivery_mode=2, message_id=f"m{i}", headers={"even": i % 2 == 0}))
-    conn.close()
+    publish_in_batches(BROKER_URI, name, (("k", str(i).encode(), pika.BasicProperties(
+        delivery_mode=2, message_id=f"m{i}", headers={"even": i % 2 == 0}))
+        for i in range(count)))
     done.set()
 
 
 def ids_in(channel, queue):
-    return collections.Counter(int(b) for _, _, b in drain(channel, queue))
+    return collections.Counter(int(b) for _, _, b in drain_many(channel, queue))
 
 
 @pytest.mark.slow

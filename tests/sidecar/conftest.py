@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -115,6 +116,47 @@ def drain(channel, queue: str) -> list[tuple[Any, Any, bytes]]:
         if method is None:
             return got
         got.append((method, props, body))
+
+
+def drain_many(channel, queue: str) -> list[tuple[Any, Any, bytes]]:
+    """Every message now in ``queue`` (acked), as :func:`drain` gives them, for queues of
+    thousands: consumed with a prefetch window and acked in batches, not one basic.get round
+    trip each (40,000 of them took 8-10 s)."""
+    expected = depth(channel, queue)
+    got: list[tuple[Any, Any, bytes]] = []
+    if expected:
+        channel.basic_qos(prefetch_count=1000)
+        for method, props, body in channel.consume(queue, inactivity_timeout=10):
+            if method is None:
+                break
+            got.append((method, props, body))
+            if len(got) % 500 == 0:
+                channel.basic_ack(method.delivery_tag, multiple=True)
+            if len(got) >= expected:
+                break
+        if got:
+            channel.basic_ack(got[-1][0].delivery_tag, multiple=True)
+        channel.cancel()  # what it holds beyond those (none, once settled) goes back
+    return got + drain(channel, queue)
+
+
+def publish_in_batches(uri: str, exchange: str, messages: Iterable[tuple[str, bytes, Any]],
+                       batch: int = 500) -> None:
+    """Publishes ``(routing_key, body, properties)`` in transactions of ``batch``: each
+    commit-ok says the broker took them, as a confirm per message would, at one round trip a
+    batch (20,000 confirmed one by one took 30 s)."""
+    conn = pika.BlockingConnection(pika.URLParameters(uri))
+    try:
+        ch = conn.channel()
+        ch.tx_select()
+        for n, (key, body, properties) in enumerate(messages, 1):
+            ch.basic_publish(exchange, key, body, properties)
+            if n % batch == 0:
+                ch.tx_commit()
+        ch.tx_commit()
+    finally:
+        if conn.is_open:
+            conn.close()
 
 
 def depth(channel, queue: str) -> int:

@@ -14,7 +14,7 @@ from rtroute.amqp import parse_uri
 from rtroute.demo import PLUGIN_QUEUES, PLUGIN_README_TABLE
 
 from ..conftest import BROKER_URI, management_client, wait_for
-from .conftest import broker_toml, depth, drain, wait_depth
+from .conftest import broker_toml, depth, drain, drain_many, publish_in_batches, wait_depth
 
 pytestmark = pytest.mark.broker
 
@@ -170,17 +170,14 @@ def test_malformed_messages_are_dead_lettered_and_the_sidecar_goes_on(sidecars, 
 
 
 def publish_many(name: str, count: int, key: str, done: threading.Event) -> None:
-    conn = pika.BlockingConnection(pika.URLParameters(BROKER_URI))
-    ch = conn.channel()
-    ch.confirm_delivery()
-    for i in range(count):
-        ch.basic_publish(name, key, str(i).encode(), pika.BasicProperties(delivery_mode=2))
-    conn.close()
+    persistent = pika.BasicProperties(delivery_mode=2)
+    publish_in_batches(BROKER_URI, name, ((key, str(i).encode(), persistent)
+                                          for i in range(count)))
     done.set()
 
 
 def ids_in(channel, queue):
-    return collections.Counter(int(b) for _, _, b in drain(channel, queue))
+    return collections.Counter(int(b) for _, _, b in drain_many(channel, queue))
 
 
 @pytest.mark.slow
