@@ -1,4 +1,4 @@
-"""The README's benchmark figures, drawn with matplotlib from the JSON reports of
+"""The benchmark figures of docs/performance.md, drawn with matplotlib from the JSON reports of
 ``rtroute bench ... --json FILE`` (:mod:`rtroute.bench.report`).
 
 Callers select the Agg backend before importing this module (``rtroute bench chart`` does);

@@ -10,6 +10,8 @@ from typing import Any
 
 import click
 
+from rtroute.bench.load import load_options, routing_options, run_load
+
 DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
 
 json_option = click.option(
@@ -267,13 +269,33 @@ def bench_proxy(uri: str, management_uri: str | None, plugin_uri: str | None, re
                                "plugin": plugin_uri is not None}, json_rows(rows), uri=uri)
 
 
+@bench.command("load")
+@routing_options()
+@load_options(count_default=10_000)
+def bench_load(uri: str, exchange: str, routing_key: str, cc: tuple, bcc_alias: tuple,
+               bcc: tuple, persistent: bool, route_locally: bool, management_uri: str | None,
+               delivery: str, published_key_header: str, count: int, size: int,
+               rate: float | None, window: int) -> None:
+    """A load generator: publish N messages with windowed publisher confirms; print the rate
+    and the confirm latency (as `rtroute publish -n N`).
+
+    \b
+    Examples:
+      rtroute bench load --exchange logs --routing-key '#.error' -n 100000
+      rtroute bench load --exchange logs --routing-key '*.app1.#' --rate 2000 --persistent
+      rtroute bench load --exchange logs --routing-key '*.app1.#' --route-locally --bcc audit.all
+    """
+    run_load(uri, exchange, routing_key, count, size, rate, window, cc, bcc_alias, bcc,
+             persistent, route_locally, management_uri, delivery, published_key_header)
+
+
 @bench.command("chart")
 @click.argument("reports", nargs=-1, required=True,
                 type=click.Path(exists=True, dir_okay=False))
 @click.option("--out", "out_dir", default="docs/charts", show_default=True,
               type=click.Path(file_okay=False), help="Directory for the PNG files.")
 def bench_chart(reports: tuple, out_dir: str) -> None:
-    """Draw the README's figures (PNG) from the JSON of `rtroute bench ... --json FILE`."""
+    """Draw the performance page's figures (PNG) from the JSON of `rtroute bench ... --json FILE`."""
     try:
         import matplotlib
     except ImportError:

@@ -196,7 +196,7 @@ class VhostCatalog:
         if "refused" in reason and "Connection refused" not in reason or "ACCESS_REFUSED" \
                 in reason or "NOT_ALLOWED" in reason:
             self.failure = (f"the proxy's own user (--uri) cannot use the vhost: {reason} "
-                            "(see the README: what the proxy's user needs)")
+                            "(see docs/proxy.md: what the proxy's user needs)")
             self._failed.set()
 
     def _on_registry_ready(self) -> None:

@@ -22,7 +22,7 @@ Client to broker, everything passes byte for byte except:
   ``NAME.bindings`` with ``BCC`` = the matched binding keys. One client publish is one broker
   publish, so confirm sequence numbers, ``mandatory`` returns and transactions are the broker's
   own. A match set one header frame cannot carry would need several publishes: the proxy closes
-  the channel instead (406), so no confirm can be misattributed (see the README).
+  the channel instead (406), so no confirm can be misattributed (see docs/proxy.md).
 
 Broker to client: ``basic.deliver``, ``basic.get-ok`` and ``basic.return`` from ``NAME.bindings``
 name ``NAME``; the answers to injected methods are swallowed. Synchronous methods of one channel

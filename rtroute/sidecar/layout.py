@@ -101,7 +101,7 @@ def sharded_ingress_declarations(spec: ExchangeSpec, ingress_args: dict[str, Any
     (plugin ``rabbitmq_consistent_hash_exchange``) that sends each routing key to one of the
     shard queues, each bound with the same weight; every shard queue has the ingress queue's
     arguments (single active consumer, type, delivery limit). The unsharded ingress queue is
-    unbound from ``NAME`` (switched to shards: what it holds stays in it, see the README), last:
+    unbound from ``NAME`` (switched to shards: what it holds stays in it, see docs/sidecar.md), last:
     if a declaration fails before (e.g. no consistent hash exchange on this broker), ``NAME``
     stays bound to it and nothing published meanwhile is dropped."""
     decls: list[dict] = [

@@ -41,7 +41,7 @@ def spark_session(master: str = "local[*]", app_name: str = "rtroute",
 
     For a ``local`` master the executors' Python is this interpreter (``PYSPARK_PYTHON``) and
     Spark binds to 127.0.0.1 (``SPARK_LOCAL_IP``) unless those variables are already set; on a
-    cluster they are the deployment's business (see the README).
+    cluster they are the deployment's business (see docs/spark.md).
 
     Raises:
         click.ClickException: pyspark, pyarrow or pandas is not installed.

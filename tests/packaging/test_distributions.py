@@ -31,6 +31,8 @@ def test_the_sdist_has_every_module_and_the_typing_marker(sdist):
                         if "__pycache__" not in p.parts)
     assert modules - names == set()
     assert {"rtroute/py.typed", "LICENSE", "README.md"} <= names
+    # the pages the README links to, and the site's config
+    assert {"docs/proxy.md", "docs/rabbitmq-versions.md", "mkdocs.yml"} <= names
 
 
 def test_the_sdist_carries_no_build_product(sdist):

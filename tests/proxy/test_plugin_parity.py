@@ -5,7 +5,7 @@ under test, compared step by step with what the same client observed with the pl
 RabbitMQ 4.3, where no plugin starts, is compared with the 4.0.5 plugin's).
 
 Every step must match but those of :data:`DIFFERENCES`, which must really differ (so the list
-cannot go stale) and which the README's "Differences from the plugin" states, each in the words
+cannot go stale) and which docs/proxy.md's "Differences from the plugin" states, each in the words
 given here. Re-record after a change of the scenario::
 
     ../shared/rtopic-plugin/node.sh start
@@ -31,9 +31,9 @@ from .parity import observe
 pytestmark = pytest.mark.broker
 HERE = Path(__file__).parent
 RECORDED = HERE / "parity"
-README = HERE.parent.parent / "README.md"
+PROXY_DOCS = HERE.parent.parent / "docs" / "proxy.md"  # its "Differences from the plugin"
 
-# step -> (the brokers it differs on: "3" and/or "4", the README's words for it)
+# step -> (the brokers it differs on: "3" and/or "4", the words docs/proxy.md uses for it)
 DIFFERENCES: dict[str, tuple[str, str]] = {
     "no_headers_table": ("34", ("a message that matched a wildcard or went by `BCC` arrives with "
                                "an empty headers table where the plugin's has none")),
@@ -79,10 +79,10 @@ def _compare(got: dict, want: dict, major: str, shown: set[str] | None = None) -
     assert differing == expected, "DIFFERENCES lists a difference the suite no longer shows"
 
 
-def test_the_readme_lists_exactly_the_differences_the_suite_shows():
-    text = " ".join(README.read_text().split())
+def test_the_docs_list_exactly_the_differences_the_suite_shows():
+    text = " ".join(PROXY_DOCS.read_text().split())
     for step, (_, words) in DIFFERENCES.items():
-        assert words in text, f"README: the difference {step!r} is not stated as {words!r}"
+        assert words in text, f"docs/proxy.md: the difference {step!r} is not stated as {words!r}"
 
 
 def test_a_pika_client_sees_the_plugin_through_the_proxy(proxies, broker_version):
