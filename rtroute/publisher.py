@@ -291,10 +291,12 @@ class RTopicPublisher:
         if connect_timeout:
             self._wait(lambda: self.ready or self._fatal is not None, connect_timeout)
             if not self.ready:
-                reason = self._fatal or self._not_ready_reason()
+                fatal = self._fatal
+                reason = fatal or self._not_ready_reason()
                 self.close(timeout=0)
+                when = "cannot start" if fatal else f"not ready after {connect_timeout:g} s"
                 raise ConnectionError(f"RTopicPublisher({exchange!r}) on {self.masked_uri} "
-                                      f"not ready after {connect_timeout:g} s: {reason}")
+                                      f"{when}: {reason}")
         self._starting = False
 
     # -- public --------------------------------------------------------------------------------
@@ -522,8 +524,10 @@ class RTopicPublisher:
         self._window = None
         if self._starting and "NOT_FOUND" in reason and self.bindings_exchange in reason:
             self._give_up(f"exchange {self.bindings_exchange!r} does not exist: start the "
-                          f"sidecar for {self.exchange!r} once (it declares it) or declare it "
-                          "as a durable topic exchange")
+                          f"sidecar for {self.exchange!r} once (`rtroute run --rtopic "
+                          f"{self.exchange}`), or declare {self.exchange!r} as x-rtopic "
+                          "through `rtroute proxy`: either declares its layout (a direct "
+                          "exchange on RabbitMQ 4, where it routes BCC faster; topic on 3.x)")
         self._notify()
 
     def _drain(self) -> None:

@@ -318,9 +318,13 @@ def test_connection_closed_by_the_broker_reconnects_and_no_message_is_stuck(
 
 def test_a_missing_bindings_exchange_is_a_clear_error_at_once(broker_uri, management_uri):
     # (waiting for the timeout would say "not ready after 600 s: declarations failed ...")
-    with pytest.raises(ConnectionError, match=r"does not exist: start the sidecar"):
+    with pytest.raises(ConnectionError, match=r"does not exist: start the sidecar") as raised:
         RTopicPublisher(broker_uri, f"rtroute.test.none.{uuid.uuid4().hex[:6]}",
                         management_uri=management_uri, connect_timeout=600)
+    # no timeout passed: it cannot start, and the advice is the layout rtroute declares
+    assert "cannot start" in str(raised.value) and "not ready after" not in str(raised.value)
+    assert "rtroute run --rtopic" in str(raised.value) and "x-rtopic" in str(raised.value)
+    assert "durable topic exchange" not in str(raised.value)
 
 
 def test_many_threads_publish_at_once(channel, managed, broker_uri, management_uri):
