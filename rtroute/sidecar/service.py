@@ -202,6 +202,13 @@ class Sidecar:
             self._stopped.set()
         if self.fatal_error is not None:
             raise SidecarFatal(self.fatal_error)
+        received = sum(ex.counters.received for ex in self.exchanges.values())
+        republished = sum(ex.counters.republished for ex in self.exchanges.values())
+        unsettled = self._pipeline.in_flight
+        LOG.info("sidecar stopped: %d messages received, %d republishes confirmed%s",
+                 received, republished,
+                 f"; {unsettled} unsettled, left to the broker to deliver again" if unsettled
+                 else "; nothing left in flight")
 
     def stop(self, drain_timeout: float = 10.0) -> None:
         """Graceful stop: stop consuming, wait for in-flight confirms and acks, close."""

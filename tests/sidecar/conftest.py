@@ -130,11 +130,11 @@ def drain_many(channel, queue: str) -> list[tuple[Any, Any, bytes]]:
             if method is None:
                 break
             got.append((method, props, body))
-            if len(got) % 500 == 0:
+            if len(got) % 500 == 0 or len(got) >= expected:
                 channel.basic_ack(method.delivery_tag, multiple=True)
             if len(got) >= expected:
                 break
-        if got:
+        if got and len(got) % 500 and len(got) < expected:  # ended by the inactivity timeout
             channel.basic_ack(got[-1][0].delivery_tag, multiple=True)
         channel.cancel()  # what it holds beyond those (none, once settled) goes back
     return got + drain(channel, queue)

@@ -282,6 +282,8 @@ def test_sigterm_drains_and_exits_cleanly(sidecars, channel, managed):
     threading.Thread(target=publish_many, args=(name, 3000, "a", done), daemon=True).start()
     wait_for(lambda: depth(channel, queues["q"]) > 500, 30)
     assert sc.terminate() == 0
+    last = sc.log().strip().splitlines()[-1]  # the last word is that it stopped, and how
+    assert "sidecar stopped: " in last and "messages received" in last, last
     assert done.wait(60)
     start_sidecar(sidecars, channel, name)
     wait_depth(channel, queues["q"], 3000, timeout=60)
