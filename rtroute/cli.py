@@ -3,11 +3,20 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 
 import click
 
-# rtroute.publisher.PUBLISHED_KEY_HEADER (not imported here: it loads pika; a test pins them)
-PUBLISHED_KEY_HEADER_DEFAULT = "x-rtroute-routing-key"
+from rtroute.bench.load import (
+    PUBLISHED_KEY_HEADER_DEFAULT,  # noqa: F401 - rtroute.cli's name of it (a test pins it)
+    check_routing,
+    load_options,
+    routing_headers,
+    routing_options,
+    run_load,
+)
+from rtroute.message_options import PROPERTY_NAMES
+from rtroute.ops_client import token_options
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -165,7 +174,7 @@ def run(config_path: str | None, uris: tuple[str, ...], management_uris: tuple[s
             try:
                 serve_shovels(shovels, http_listen, token,
                               allow_unauthenticated_changes=allow_changes,
-                              protect_reads=protect_reads)
+                              protect_reads=protect_reads, command="rtroute run")
             except ListenError as exc:
                 raise click.ClickException(str(exc)) from None
             return
@@ -224,89 +233,156 @@ def demo(uri: str, management_uri: str | None) -> None:
 
 
 @main.command()
-@click.option("--uri", default="amqp://guest:guest@127.0.0.1:5672/%2F", show_default=True,
-              envvar="RTROUTE_URI", show_envvar=True)
-@click.option("--exchange", required=True, help="Exchange to publish to.")
-@click.option("--routing-key", default="", help="Routing key (may hold * and # for rtopic).")
-@click.option("-n", "--count", default=10_000, show_default=True, type=click.IntRange(1))
-@click.option("--size", default=100, show_default=True, type=click.IntRange(0),
-              help="Body size in bytes.")
-@click.option("--rate", default=None, type=click.FloatRange(min=0, min_open=True),
-              help="Messages per second (default: as fast as confirms allow).")
-@click.option("--window", default=1000, show_default=True, type=click.IntRange(1),
-              help="Publishes in flight awaiting confirms.")
-@click.option("--cc", multiple=True, metavar="KEY", help="CC routing key (repeatable).")
-@click.option("--bcc-alias", multiple=True, metavar="KEY",
-              help="Blind copy via the sidecar's alias header x-rtroute-bcc (repeatable).")
-@click.option("--bcc", multiple=True, metavar="KEY",
-              help="Blind copy in a real BCC header (repeatable; needs --route-locally: the "
-                   "broker strips BCC before the sidecar could see it).")
-@click.option("--persistent", is_flag=True, help="delivery_mode 2.")
-@click.option("--route-locally", is_flag=True,
-              help="Route here with the native core and publish once to EXCHANGE.bindings "
-                   "(rtopic exchanges managed by rtroute; no second broker crossing).")
-@click.option("--management-uri", default=None, envvar="RTROUTE_MANAGEMENT_URI",
-              show_envvar=True, help="With --route-locally: the management API that lists "
-                                     "the bindings [default: derived from --uri].")
-@click.option("--delivery", type=click.Choice(["bcc", "matched-key"]), default="bcc",
-              show_default=True,
-              help="With --route-locally: bcc delivers the key as published, as the plugin "
-                   "does; matched-key publishes a message that matched one binding key with "
-                   "that key (the published one in x-rtroute-routing-key), faster on "
-                   "RabbitMQ 3.x.")
-@click.option("--published-key-header", default=PUBLISHED_KEY_HEADER_DEFAULT, show_default=True,
-              metavar="NAME",
-              help="With --delivery matched-key: the header that carries the key as "
-                   "published; '' leaves it out (RabbitMQ 3.x then routes a plain publish, "
-                   "about 6% less broker CPU, and consumers see only the binding key).")
-def publish(uri: str, exchange: str, routing_key: str, count: int, size: int,
-            rate: float | None, window: int, cc: tuple, bcc_alias: tuple, bcc: tuple,
-            persistent: bool, route_locally: bool, management_uri: str | None,
-            delivery: str, published_key_header: str) -> None:
-    """Publish N messages with windowed publisher confirms; print rate and confirm latency.
+@routing_options()
+@load_options(count_default=None)
+@click.option("--body", default=None, metavar="TEXT",
+              help="The body of the one message (UTF-8).  [default: empty]")
+@click.option("--body-file", default=None, type=click.File("rb"), metavar="PATH",
+              help="The body of the one message from a file, byte for byte ('-': stdin).")
+@click.option("--header", "header_args", multiple=True, metavar="NAME=VALUE",
+              help="A message header (repeatable); VALUE is JSON when it parses as JSON "
+                   "(1, true, null, [\"a\"], {\"k\": 1}, '\"1\"' for the string 1; 2.5 "
+                   "as an AMQP decimal), else the text.")
+@click.option("--property", "property_args", multiple=True, metavar="NAME=VALUE",
+              help=f"A message property (repeatable): {', '.join(PROPERTY_NAMES)}. "
+                   "delivery_mode 1|2 (transient|persistent), priority 0-255, timestamp "
+                   "seconds or ISO 8601, expiration milliseconds.")
+@click.option("--mandatory", is_flag=True,
+              help="The broker returns the message if no queue takes it: exit status 1.")
+def publish(uri: str, exchange: str, routing_key: str, cc: tuple, bcc_alias: tuple,
+            bcc: tuple, persistent: bool, route_locally: bool, management_uri: str | None,
+            delivery: str, published_key_header: str, count: int | None, size: int,
+            rate: float | None, window: int, body: str | None, body_file: Any,
+            header_args: tuple[str, ...], property_args: tuple[str, ...],
+            mandatory: bool) -> None:
+    """Publish one message and wait for its confirm (as `rabbitmqadmin publish`); with
+    -n N, publish N generated messages as a load generator (as `rtroute bench load`).
+
+    \b
+    One message: exit status 0 once the broker confirmed it (and, with --mandatory, a queue
+    took it); 1 with one line when it was nacked, returned, or the broker refused (a missing
+    exchange: 404) or could not be reached.
+    \b
+    Examples:
+      rtroute publish --exchange logs --routing-key server1.app1.mod1.error --body 'disk full'
+      rtroute publish --exchange logs --routing-key '*.app1.#' --body-file msg.json \\
+          --property content_type=application/json --property delivery_mode=2 \\
+          --header x-attempt=1 --header 'CC=["audit.all"]' --mandatory
+      echo hello | rtroute publish --exchange '' --routing-key my-queue --body-file -
+      rtroute publish --exchange logs --routing-key '*.app1.#' --route-locally --bcc audit.all
+      rtroute publish --exchange logs --routing-key '#.error' -n 100000 --rate 5000
+    """
+    ctx = click.get_current_context()
+    if count is not None:
+        for name in ("body", "body_file", "header_args", "property_args", "mandatory"):
+            if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE:
+                option = next(p.opts[0] for p in ctx.command.params if p.name == name)
+                raise click.UsageError(f"{option} is for one message; -n publishes generated "
+                                       "bodies of --size bytes")
+        run_load(uri, exchange, routing_key, count, size, rate, window, cc, bcc_alias, bcc,
+                 persistent, route_locally, management_uri, delivery, published_key_header)
+        return
+    for name in ("size", "rate", "window"):
+        if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE:
+            raise click.UsageError(f"--{name} is for the load generator: give -n N too (or "
+                                   "use rtroute bench load)")
+    check_routing(route_locally, bcc, delivery, published_key_header)
+    if body is not None and body_file is not None:
+        raise click.UsageError("give either --body or --body-file, not both")
+    payload = body_file.read() if body_file is not None else (body or "").encode("utf-8")
+    from rtroute.message_options import parse_headers, parse_properties
+
+    try:
+        headers = parse_headers(header_args)
+        properties = parse_properties(property_args)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    for name, value in routing_headers(cc, bcc_alias, bcc).items():
+        if name in headers:
+            raise click.UsageError(f"header {name} is given by --header and by its own option")
+        headers[name] = value
+    if persistent:
+        if properties.get("delivery_mode", 2) != 2:
+            raise click.UsageError("--persistent and --property delivery_mode=1 disagree")
+        properties["delivery_mode"] = 2
+    _publish_one(uri, exchange, routing_key, payload, headers, properties, mandatory,
+                 route_locally, management_uri, delivery, published_key_header)
+
+
+def _publish_one(uri: str, exchange: str, routing_key: str, body: bytes,
+                 headers: dict[str, Any], properties: dict[str, Any], mandatory: bool,
+                 route_locally: bool, management_uri: str | None, delivery: str,
+                 published_key_header: str) -> None:
+    """The one message of `rtroute publish`, confirmed; a failure is one line (exit 1)."""
+    import pika
+
+    basic = pika.BasicProperties(headers=headers or None, **properties)
+    where = f"exchange {exchange!r} with routing key {routing_key!r}"
+    if route_locally:
+        from rtroute.publish_routed import publish_one_routed
+        from rtroute.publisher import PublishError
+        from rtroute.routing import PreconditionFailed
+
+        try:
+            matched = publish_one_routed(uri, exchange, routing_key, body, basic,
+                                         management_uri=management_uri, mandatory=mandatory,
+                                         delivery=delivery,
+                                         published_key_header=published_key_header or None)
+        except (ConnectionError, ValueError, TimeoutError, PublishError,
+                PreconditionFailed) as exc:
+            raise click.ClickException(f"{where}: {exc}") from None
+        click.echo(f"published 1 message ({len(body)} bytes) to {exchange}.bindings, routed "
+                   f"here to {len(matched)} binding key(s): confirmed")
+        return
+    from rtroute.amqp.publish_tool import PublishOneError, publish_one
+
+    try:
+        publish_one(uri, exchange, routing_key, body, basic, mandatory=mandatory)
+    except (PublishOneError, ValueError) as exc:
+        raise click.ClickException(f"{where}: {exc}") from None
+    click.echo(f"published 1 message ({len(body)} bytes) to {where}: confirmed"
+               + (" and routed" if mandatory else ""))
+
+
+@main.command("status")
+@click.option("--http", "http_listen", default="127.0.0.1:8419", show_default=True,
+              envvar="RTROUTE_HTTP", show_envvar=True, metavar="HOST:PORT",
+              help="Ops endpoint of the running process (its --http).")
+@token_options
+@click.option("--json", "as_json", is_flag=True, help="Print the /status JSON as is.")
+def status(http_listen: str, token: str | None, token_file: str | None,
+           as_json: bool) -> None:
+    """Show a running `rtroute run`, `rtroute proxy` or `rtroute shovel run` (its /status).
+
+    \b
+    A sidecar shows one row per exchange and its diverts; a proxy its listeners, client
+    connections, catalogs and refusals; a shovel process the columns of
+    `rabbitmqctl shovel_status`. Exit status 1 when nothing answers, the token is refused
+    or the endpoint is not rtroute's.
 
     \b
     Examples:
-      rtroute publish --exchange logs --routing-key '#.error' -n 1000
-      rtroute publish --exchange logs --routing-key '*.app1.#' --route-locally --bcc audit.all
+      rtroute status
+      rtroute status --http 127.0.0.1:9420 --token-file /etc/rtroute/token
+      rtroute status --json
     """
-    headers = {}
-    if cc:
-        headers["CC"] = list(cc)
-    if bcc_alias:
-        headers["x-rtroute-bcc"] = list(bcc_alias)
-    if bcc and not route_locally:
-        raise click.UsageError("--bcc needs --route-locally (use --bcc-alias through the "
-                               "sidecar: RabbitMQ strips BCC before the sidecar sees it)")
-    if bcc:
-        headers["BCC"] = list(bcc)
-    if delivery != "bcc" and not route_locally:
-        raise click.UsageError("--delivery needs --route-locally")
-    if published_key_header != PUBLISHED_KEY_HEADER_DEFAULT and delivery != "matched-key":
-        raise click.UsageError("--published-key-header needs --delivery matched-key")
-    if route_locally:
-        from rtroute.publish_routed import publish_routed
+    from rtroute.ops_client import OpsClientError, OpsHttpError, call, endpoint, resolve_token
+    from rtroute.status_tables import format_status, process_kind
 
-        if rate is not None:
-            raise click.UsageError("--rate is not supported with --route-locally")
-        try:
-            result = publish_routed(uri, exchange, routing_key, count, size, management_uri,
-                                    window=window, headers=headers or None,
-                                    persistent=persistent, echo=click.echo,
-                                    delivery=delivery,
-                                    published_key_header=published_key_header or None)
-        except (ConnectionError, ValueError) as exc:
-            raise click.ClickException(str(exc)) from None
-        if result["failed"]:
-            raise click.ClickException(f"{result['failed']} message(s) failed: "
-                                       f"{result['error']}")
-        return
-    from rtroute.amqp import publish as publish_messages
-
-    result = publish_messages(uri, exchange, routing_key, count, size, rate=rate, window=window,
-                              headers=headers or None, persistent=persistent, echo=click.echo)
-    if result.get("error"):
-        raise click.ClickException(str(result["error"]))
+    url = f"{endpoint(http_listen)}/status"
+    try:
+        data = call(url, resolve_token(token, token_file), timeout=10)
+    except OpsHttpError as exc:
+        if exc.code in (404, 405):
+            raise click.ClickException(f"{url}: not an rtroute endpoint (HTTP {exc.code})"
+                                       ) from None
+        raise click.ClickException(str(exc)) from None
+    except OpsClientError as exc:
+        raise click.ClickException(str(exc)) from None
+    if process_kind(data) is None:
+        raise click.ClickException(f"{url}: not an rtroute endpoint (no rtroute /status in "
+                                   "its answer)")
+    click.echo(json.dumps(data, indent=1) if as_json else format_status(data))
 
 
 @main.group("config")

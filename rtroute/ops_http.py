@@ -54,10 +54,26 @@ LINGER_BYTES = 64 * 1024
 ACCEPT_PAUSE = 0.5  # seconds without accepting after accept() failed (descriptors exhausted)
 FULL_WARNING_INTERVAL = 60.0
 JSON = "application/json"
-CHANGES_REFUSED = (
-    "changes over HTTP need a token: set [http] token (or rtroute run --token / "
-    "RTROUTE_HTTP_TOKEN), or allow them without one with "
-    "[http] allow_unauthenticated_changes = true")
+#: the config key that holds the endpoint's token, by the command that serves it
+TOKEN_KEYS = {"rtroute run": "[http] token", "rtroute shovel run": "[http] token",
+              "rtroute proxy": "[proxy] http_token"}
+
+
+def changes_refused(command: str = "rtroute run") -> str:
+    """The 403 answer to a change when no token is set, naming how ``command`` (the process
+    that serves the endpoint: ``rtroute run``, ``rtroute shovel run``, ``rtroute proxy``)
+    is given one."""
+    key = TOKEN_KEYS.get(command, "[http] token")
+    allow = "" if command == "rtroute proxy" else \
+        ", or allow them without one with [http] allow_unauthenticated_changes = true"
+    return (f"changes over HTTP need a token: set {key} (or {command} --token / "
+            f"RTROUTE_HTTP_TOKEN){allow}")
+
+
+def unauthorized(command: str = "rtroute run") -> str:
+    """The 401 answer: which token the endpoint of ``command`` wants."""
+    return (f"unauthorized: send the token given to {command} --token "
+            "(Authorization: Bearer TOKEN)")
 
 _HEAD_END = re.compile(rb"\r?\n\r?\n")
 _LINE_END = re.compile(rb"\r?\n")
@@ -196,6 +212,8 @@ class OpsServer:
         max_header_bytes: request line and headers at most (else 431).
         max_body_bytes: request body at most (else 413, before reading it).
         workers: threads that run handlers and the status provider.
+        command: the command of the process that serves the endpoint (``rtroute run``,
+            ``rtroute shovel run``, ``rtroute proxy``): refusals say how to give it a token.
 
     Raises:
         ValueError: a non-loopback address without a token.
@@ -208,7 +226,8 @@ class OpsServer:
                  max_connections: int = MAX_CONNECTIONS,
                  request_timeout: float = REQUEST_TIMEOUT,
                  max_header_bytes: int = MAX_HEADER_BYTES,
-                 max_body_bytes: int = MAX_BODY_BYTES, workers: int = WORKERS) -> None:
+                 max_body_bytes: int = MAX_BODY_BYTES, workers: int = WORKERS,
+                 command: str = "rtroute run") -> None:
         host, port = split_listen(listen)
         if not is_loopback(host) and not token:
             raise ValueError(f"http listen {listen!r} is not loopback: set a token")
@@ -225,6 +244,7 @@ class OpsServer:
         self._max_header = max_header_bytes
         self._max_body = max_body_bytes
         self._workers = max(1, workers)
+        self._command = command
 
         self._listener = self._listen(listen, host, port)
         self._listener.setblocking(False)
@@ -467,9 +487,10 @@ class OpsServer:
         if change or self._protect_reads:
             if self._token is not None:
                 if not self._authorized(headers.get("authorization", "")):
-                    raise _Refusal(401, "unauthorized", ("WWW-Authenticate: Bearer",))
+                    raise _Refusal(401, unauthorized(self._command),
+                                   ("WWW-Authenticate: Bearer",))
             elif change and not self._allow_changes:
-                raise _Refusal(403, CHANGES_REFUSED)
+                raise _Refusal(403, changes_refused(self._command))
         if "transfer-encoding" in headers:
             raise _Refusal(411, "send the body with a Content-Length (no Transfer-Encoding)")
         declared = headers.get("content-length")

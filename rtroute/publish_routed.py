@@ -1,8 +1,9 @@
-"""The body of ``rtroute publish --route-locally``: N messages through :class:`RTopicPublisher`.
+"""The body of ``rtroute publish --route-locally``: one message (:func:`publish_one_routed`) or
+N (:func:`publish_routed`) through :class:`RTopicPublisher`.
 
 Routes each message on this side with the native core and publishes it once to
-``NAME.bindings`` (see :mod:`rtroute.publisher`); prints progress about once a second and
-returns the figures as :func:`rtroute.amqp.publish_tool.publish` does.
+``NAME.bindings`` (see :mod:`rtroute.publisher`); for N, prints progress about once a second
+and returns the figures as :func:`rtroute.amqp.publish_tool.publish` does.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pika
 from rtroute.amqp.uri import mask_uri
 from rtroute.publisher import PUBLISHED_KEY_HEADER, MessageFuture, RTopicPublisher
 
-__all__ = ["publish_routed"]
+__all__ = ["publish_one_routed", "publish_routed"]
 
 
 def publish_routed(
@@ -90,3 +91,31 @@ def publish_routed(
          + (f"; first failure: {failures[0]}" if failures else ""))
     return result
 
+
+
+def publish_one_routed(uri: str, exchange: str, routing_key: str, body: bytes,
+                       properties: pika.BasicProperties | None = None,
+                       management_uri: str | None = None, mandatory: bool = False,
+                       delivery: str = "bcc",
+                       published_key_header: str | None = PUBLISHED_KEY_HEADER,
+                       timeout: float = 30.0) -> tuple[str, ...]:
+    """Route one message on this side and publish it to ``NAME.bindings``; wait for its
+    confirm. The ``CC``/``BCC`` of ``properties.headers`` are routed and applied as by the
+    plugin.
+
+    Returns:
+        the binding keys it matched (empty: unroutable; without ``mandatory`` that is no error,
+        as for the plugin).
+
+    Raises:
+        ValueError: a malformed URI.
+        ConnectionError: the publisher could not start (the message says why).
+        rtroute.publisher.PublishError: nacked, returned (``mandatory``) or not confirmed.
+        TimeoutError: no confirm within ``timeout`` seconds.
+    """
+    with RTopicPublisher(uri, exchange, management_uri=management_uri, window=1,
+                         connection_name="rtroute publish --route-locally",
+                         delivery=delivery, published_key_header=published_key_header) as pub:
+        future = pub.publish(routing_key, body, properties, mandatory=mandatory)
+        future.result(timeout)
+        return future.matched

@@ -1,8 +1,9 @@
-"""The body of ``rtroute publish``: publish N messages through a :class:`ConfirmWindow`.
+"""The body of ``rtroute publish``: one message, confirmed (:func:`publish_one`), or N
+messages through a :class:`ConfirmWindow` (:func:`publish`, the load generator).
 
-Runs a pika ``SelectConnection`` in the calling thread, keeps up to ``window`` publishes in
-flight, optionally paces them to ``rate`` messages per second, prints progress about once a
-second and returns the figures (rate and confirm latency percentiles) as a dict.
+:func:`publish` runs a pika ``SelectConnection`` in the calling thread, keeps up to ``window``
+publishes in flight, optionally paces them to ``rate`` messages per second, prints progress
+about once a second and returns the figures (rate and confirm latency percentiles) as a dict.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from rtroute.amqp.connection import ReconnectingConnection
 from rtroute.amqp.content_header import content_header_frame
 from rtroute.amqp.uri import mask_uri, parse_uri
 
-__all__ = ["publish"]
+__all__ = ["PublishOneError", "publish", "publish_one"]
 
 _BATCH = 500  # publishes per ioloop turn, so that confirms are read in between
 
@@ -209,6 +210,78 @@ def publish(
         + (f"; stopped early: {run['error']}" if run["error"] else "")
     )
     return result
+
+
+class PublishOneError(Exception):
+    """The message of :func:`publish_one` was not taken; the message is one line."""
+
+
+def publish_one(uri: str, exchange: str, routing_key: str, body: bytes,
+                properties: pika.BasicProperties | None = None, mandatory: bool = False,
+                timeout: float = 30.0) -> None:
+    """Publish one message and wait for its publisher confirm (``rabbitmqadmin publish``).
+
+    Args:
+        uri: broker URI (see :mod:`rtroute.amqp.uri`).
+        exchange, routing_key: where to publish (``""``: the default exchange).
+        body: the body, sent as is.
+        properties: the message's properties and headers.
+        mandatory: the broker returns the message when no queue takes it.
+        timeout: seconds for connecting, and for the confirm.
+
+    Raises:
+        ValueError: a malformed URI.
+        PublishOneError: the connection failed, the broker closed the channel (e.g. 404, no
+            such exchange), nacked the message, or returned it (``mandatory``).
+    """
+    parsed = parse_uri(uri)
+    parameters = parsed.connection_parameters("rtroute publish",
+                                              blocked_connection_timeout=timeout,
+                                              socket_timeout=timeout)
+    try:
+        connection = pika.BlockingConnection(parameters)
+    except (pika.exceptions.AMQPError, OSError) as exc:  # OSError: a name not resolved
+        raise PublishOneError(f"could not connect to {parsed.masked()}: "
+                              f"{_connect_error(exc)}") from None
+    try:
+        channel = connection.channel()
+        channel.confirm_delivery()
+        channel.basic_publish(exchange, routing_key, body, properties, mandatory=mandatory)
+    except pika.exceptions.UnroutableError as exc:
+        method = exc.messages[0].method if exc.messages else None
+        reason = f"{method.reply_code} {method.reply_text}" if method else "returned"
+        raise PublishOneError(f"the broker returned the message ({reason}): no queue took "
+                              f"routing key {routing_key!r} on exchange {exchange!r}") from None
+    except pika.exceptions.NackError:
+        raise PublishOneError("the broker nacked the message (not taken)") from None
+    except pika.exceptions.ChannelClosed as exc:
+        raise PublishOneError(f"the broker closed the channel: {exc.reply_code} "
+                              f"{exc.reply_text}") from None
+    except pika.exceptions.AMQPError as exc:
+        raise PublishOneError(f"{type(exc).__name__}: {exc}") from None
+    finally:
+        if connection.is_open:
+            try:
+                connection.close()
+            except pika.exceptions.AMQPError:
+                pass
+
+
+def _connect_error(exc: BaseException) -> str:
+    """The reason inside pika's nested connection errors: the socket's (``connection
+    refused``), else the broker's (access refused), else the error's name."""
+    pending: list[object] = [exc]
+    while pending:
+        error = pending.pop(0)
+        if isinstance(error, OSError) and error.strerror:
+            return error.strerror[:1].lower() + error.strerror[1:]
+        if isinstance(error, BaseException):
+            pending += [*error.args, getattr(error, "exception", None)]  # pika's phase errors
+    if isinstance(exc, pika.exceptions.ProbableAuthenticationError):
+        return "authentication refused (user name or password)"
+    if isinstance(exc, pika.exceptions.ProbableAccessDeniedError):
+        return "access refused (the user may not use this virtual host)"
+    return str(exc) or type(exc).__name__
 
 
 def _percentile(values: list[float], fraction: float) -> float:

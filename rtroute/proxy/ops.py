@@ -169,12 +169,20 @@ def proxy_metrics(server: ProxyServer, ready: bool) -> dict[str, dict[str, Any]]
 def proxy_status(server: ProxyServer, listening: bool) -> dict[str, Any]:
     """What ``/status`` shows (and ``metrics``, which ``/metrics`` renders). Loop thread."""
     reason = _readiness(server, listening)
+    settings = server.settings
+    stats = server.stats
     return {
         "healthy": reason is None,
         "reason": reason,
         "vhost": server.upstream.vhost,
         "listening": listening,
+        "listeners": [{"listen": listen, "tls": tls} for listen, tls in
+                      [(a, False) for a in settings.listen] +
+                      [(a, True) for a in settings.listen_tls]],
         "client_connections": len(server.sessions),
+        "client_connections_accepted": stats.connections,
+        "publishes_rewritten": stats.rewritten_closed + sum(s.rewritten for s in server.sessions),
+        "refusals": dict(sorted(stats.refusals.items())),
         "catalogs": [{"vhost": vhost, "ready": c.ready.is_set(),
                       "exchanges": len(c.exchanges), "failure": c.failure,
                       "last_error": c.last_error}
@@ -207,7 +215,8 @@ class ProxyOps:
         #: set in the loop thread once the AMQP listeners are open, cleared when they close
         self.listening = False
         routes = {("GET", "/readyz"): self._readyz, ("GET", "/healthz"): self._readyz}
-        self._http = OpsServer(listen, self._status, token=token, routes=routes)
+        self._http = OpsServer(listen, self._status, token=token, routes=routes,
+                               command="rtroute proxy")
 
     @property
     def port(self) -> int:

@@ -7,19 +7,20 @@ from __future__ import annotations
 
 import json
 import os
-import urllib.error
 import urllib.parse
-import urllib.request
 from typing import Any
 
 import click
+
+from rtroute.ops_client import endpoint, resolve_token, token_options
 
 __all__ = ["load_shovels", "shovel"]
 
 
 def load_shovels(config_paths: tuple[str, ...] = (), definitions: tuple[str, ...] = (),
                  erlang_configs: tuple[str, ...] = (), *,
-                 refused: list[Any] | None = None) -> tuple[list[Any], Any]:
+                 refused: list[Any] | None = None,
+                 token_given: bool = False) -> tuple[list[Any], Any]:
     """Read shovels from ``rtroute.toml`` files, definitions exports and Erlang configs.
 
     Each file's size is checked before it is read (16 MiB for a definitions export, 4 MiB
@@ -28,6 +29,8 @@ def load_shovels(config_paths: tuple[str, ...] = (), definitions: tuple[str, ...
     Args:
         refused: where the imported shovels that are not run go
             (:class:`~rtroute.shovel.config.RefusedShovel`: AMQP 1.0 ones, unknown keys).
+        token_given: the HTTP token comes from ``--token``, so an ``[http] listen`` beyond
+            loopback needs none in the file.
 
     Returns:
         ``(shovels, http)``: the shovels in the order given (none is fine), and the ``[http]``
@@ -45,7 +48,7 @@ def load_shovels(config_paths: tuple[str, ...] = (), definitions: tuple[str, ...
     shovels: list[Any] = []
     http = None
     for path in config_paths:
-        config = load(path)
+        config = load(path, token_given=token_given)
         shovels += config.shovels
         http = http or config.http
     for path in definitions:
@@ -111,6 +114,9 @@ def shovel() -> None:
 @click.option("--no-http", is_flag=True, help="Serve no HTTP endpoint.")
 @click.option("--token", "cli_token", default=None, envvar="RTROUTE_HTTP_TOKEN",
               show_envvar=True, help="Bearer token of the endpoint (overrides [http] token).")
+@click.option("--token-file", "token_file", default=None, envvar="RTROUTE_HTTP_TOKEN_FILE",
+              show_envvar=True, type=click.Path(dir_okay=False),
+              help="Read that token from a file (its content, stripped).")
 @click.option("--exit-when-done", is_flag=True,
               help="Exit once every shovel ended (src-delete-after reached, or terminated "
                    "with reconnect_delay = 0) instead of serving its final status.")
@@ -121,7 +127,8 @@ def shovel() -> None:
               help="Log lines as text or as one JSON object per line.")
 def run_command(config_paths: tuple, definitions: tuple, erlang_configs: tuple, only: tuple,
                 http_listen: str | None, no_http: bool, exit_when_done: bool,
-                log_level: str, log_format: str, cli_token: str | None) -> None:
+                log_level: str, log_format: str, cli_token: str | None,
+                token_file: str | None) -> None:
     """Run shovels until SIGTERM/SIGINT (then stop taking, wait for confirms, close).
 
     \b
@@ -141,10 +148,11 @@ def run_command(config_paths: tuple, definitions: tuple, erlang_configs: tuple, 
         raise click.UsageError("nothing to run: give -c FILE, --definitions FILE or "
                                "--erlang-config FILE")
     configure_logging(log_level, log_format)
+    cli_token = resolve_token(cli_token, token_file)
     refused: list[Any] = []
     try:
         shovels, http = load_shovels(config_paths, definitions, erlang_configs,
-                                     refused=refused)
+                                     refused=refused, token_given=bool(cli_token))
     except (ConfigError, ValueError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
     if only:
@@ -172,45 +180,23 @@ def run_command(config_paths: tuple, definitions: tuple, erlang_configs: tuple, 
         raise click.ClickException(str(exc)) from None
 
 
-def _endpoint(http_listen: str) -> str:
-    """``http://HOST:PORT`` of the ops endpoint at ``http_listen``."""
-    from rtroute.netaddr import split_listen
-
-    try:
-        host, port = split_listen(http_listen)
-    except ValueError as exc:
-        raise click.BadParameter(f"{http_listen!r} {exc}", param_hint="--http") from None
-    return f"http://{host if ':' not in host else f'[{host}]'}:{port}"
-
-
 def _call(url: str, token: str | None, method: str = "GET") -> Any:
     """The JSON answer of the ops endpoint to ``method url``.
 
     Raises:
         click.ClickException: the endpoint cannot be reached or refused (with its reason).
     """
-    request = urllib.request.Request(url, method=method)
-    if token:
-        request.add_header("Authorization", f"Bearer {token}")
+    from rtroute.ops_client import OpsClientError, call
+
     try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        try:
-            reason = json.loads(exc.read()).get("error")
-        except (ValueError, AttributeError, OSError):
-            reason = None
-        raise click.ClickException(f"{url}: HTTP {exc.code}" + (f": {reason}" if reason else "")
-                                   ) from None
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        raise click.ClickException(f"{url}: {getattr(exc, 'reason', exc)}") from None
+        return call(url, token, method)
+    except OpsClientError as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 _HTTP_OPTION = click.option("--http", "http_listen", default="127.0.0.1:8419",
                             show_default=True, metavar="HOST:PORT",
                             help="Ops endpoint of the running shovel process.")
-_TOKEN_OPTION = click.option("--token", default=None, envvar="RTROUTE_HTTP_TOKEN",
-                             help="Bearer token of the endpoint (env RTROUTE_HTTP_TOKEN).")
 _VHOST_OPTION = click.option("-p", "--vhost", default="/", show_default=True,
                              help="Virtual host of the (dynamic) shovel, as rabbitmqctl's -p; "
                                   "a static one is found under /.")
@@ -218,11 +204,12 @@ _VHOST_OPTION = click.option("-p", "--vhost", default="/", show_default=True,
 
 @shovel.command("status")
 @_HTTP_OPTION
-@_TOKEN_OPTION
+@token_options
 @click.option("--json", "as_json", is_flag=True, help="Print the /status JSON as is.")
-def status_command(http_listen: str, token: str | None, as_json: bool) -> None:
+def status_command(http_listen: str, token: str | None, token_file: str | None,
+                   as_json: bool) -> None:
     """Print each shovel's status as ``rabbitmqctl shovel_status`` does, as a table."""
-    data = _call(f"{_endpoint(http_listen)}/status", token)
+    data = _call(f"{endpoint(http_listen)}/status", resolve_token(token, token_file))
     if as_json:
         click.echo(json.dumps(data, indent=1))
         return
@@ -236,7 +223,7 @@ def status_command(http_listen: str, token: str | None, as_json: bool) -> None:
 def _change(action: str, name: str, vhost: str, http_listen: str, token: str | None) -> None:
     path = f"/shovels/{urllib.parse.quote(vhost, safe='')}/{urllib.parse.quote(name, safe='')}"
     method = "DELETE" if action == "delete" else "POST"
-    _call(f"{_endpoint(http_listen)}{path}" + ("" if action == "delete" else "/restart"),
+    _call(f"{endpoint(http_listen)}{path}" + ("" if action == "delete" else "/restart"),
           token, method)
 
 
@@ -244,13 +231,15 @@ def _change(action: str, name: str, vhost: str, http_listen: str, token: str | N
 @click.argument("name")
 @_VHOST_OPTION
 @_HTTP_OPTION
-@_TOKEN_OPTION
-def delete_command(name: str, vhost: str, http_listen: str, token: str | None) -> None:
+@token_options
+def delete_command(name: str, vhost: str, http_listen: str, token: str | None,
+                   token_file: str | None) -> None:
     """Stop shovel NAME of a running process and remove it (``rabbitmqctl delete_shovel``).
 
     Deliveries in flight are confirmed and acknowledged first; the rest stay in the source
     queue. The files are not changed: the shovel runs again when the process is restarted.
     """
+    token = resolve_token(token, token_file)
     click.echo(f"Deleting shovel {name} in vhost {vhost}")
     _change("delete", name, vhost, http_listen, token)
 
@@ -259,12 +248,88 @@ def delete_command(name: str, vhost: str, http_listen: str, token: str | None) -
 @click.argument("name")
 @_VHOST_OPTION
 @_HTTP_OPTION
-@_TOKEN_OPTION
-def restart_command(name: str, vhost: str, http_listen: str, token: str | None) -> None:
+@token_options
+def restart_command(name: str, vhost: str, http_listen: str, token: str | None,
+                    token_file: str | None) -> None:
     """Stop shovel NAME of a running process gracefully and start it again
     (``rabbitmqctl restart_shovel``)."""
+    token = resolve_token(token, token_file)
     click.echo(f"Restarting shovel {name} in vhost {vhost}")
     _change("restart", name, vhost, http_listen, token)
+
+
+@shovel.command("add")
+@click.argument("name")
+@click.argument("settings", nargs=-1, metavar="[KEY=VALUE]...")
+@click.option("--definition", default=None, metavar="JSON",
+              help="The whole definition as one JSON object, as rabbitmqctl set_parameter "
+                   "shovel NAME '{...}' takes it (instead of KEY=VALUE).")
+@click.option("--replace", is_flag=True,
+              help="Replace a shovel of that name (stopped gracefully first); without it, "
+                   "one that exists is refused.")
+@_VHOST_OPTION
+@_HTTP_OPTION
+@token_options
+def add_command(name: str, settings: tuple[str, ...], definition: str | None, replace: bool,
+                vhost: str, http_listen: str, token: str | None,
+                token_file: str | None) -> None:
+    """Start shovel NAME in a running process (``rabbitmqctl set_parameter shovel``).
+
+    Each KEY=VALUE is a key of the plugin's dynamic shovels (src-uri, src-queue,
+    src-exchange, dest-uri, dest-queue, dest-exchange, ack-mode, ...); a VALUE that is JSON
+    (a number, true, a list, a quoted string) is taken as such, anything else as a string.
+    The shovel runs until deleted or the process stops (the files are not changed).
+
+    \b
+    Examples:
+      rtroute shovel add move-orders src-uri=amqp://host1 src-queue=orders \\
+          dest-uri=amqp://host2 dest-queue=orders --http 127.0.0.1:9420
+      rtroute shovel add move-orders --definition '{"src-uri": "amqp://", ...}'
+    """
+    token = resolve_token(token, token_file)
+    value = _definition_value(settings, definition)
+    path = f"/shovels/{urllib.parse.quote(vhost, safe='')}/{urllib.parse.quote(name, safe='')}"
+    from rtroute.ops_client import OpsClientError, call
+
+    try:
+        call(f"{endpoint(http_listen)}{path}", token, "PUT",
+             body={"value": value, "replace": replace})
+    except OpsClientError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"{'Replaced' if replace else 'Added'} shovel {name} in vhost {vhost}")
+
+
+def _definition_value(settings: tuple[str, ...], definition: str | None) -> dict[str, Any]:
+    """The definition of ``shovel add``: ``--definition`` or the KEY=VALUE arguments.
+
+    Raises:
+        click.UsageError: both or neither given, a malformed pair or JSON.
+    """
+    if definition is not None:
+        if settings:
+            raise click.UsageError("give either --definition or KEY=VALUE arguments, not both")
+        try:
+            value = json.loads(definition)
+        except ValueError as exc:
+            raise click.BadParameter(f"not JSON: {exc}", param_hint="--definition") from None
+        if not isinstance(value, dict):
+            raise click.BadParameter("must be a JSON object", param_hint="--definition")
+        return value
+    if not settings:
+        raise click.UsageError("give the shovel's keys as KEY=VALUE (src-uri=... src-queue=... "
+                               "dest-uri=... dest-queue=...) or --definition JSON")
+    value: dict[str, Any] = {}
+    for setting in settings:
+        key, equals, text = setting.partition("=")
+        if not equals or not key:
+            raise click.BadParameter(f"{setting!r} is not KEY=VALUE", param_hint="KEY=VALUE")
+        if key in value:
+            raise click.BadParameter(f"{key} is given twice", param_hint="KEY=VALUE")
+        try:
+            value[key] = json.loads(text)
+        except ValueError:
+            value[key] = text
+    return value
 
 
 #: The columns of ``rabbitmqctl shovel_status`` (RabbitMQ 4.0), then rtroute's count, then
@@ -278,7 +343,9 @@ TABLE_COLUMNS = ("name", "vhost", "type", "state", "source_protocol", "source",
 def format_table(rows: list[dict[str, Any]]) -> str:
     """The status rows as an aligned text table, one line per shovel, with the columns of
     ``rabbitmqctl shovel_status`` (:data:`TABLE_COLUMNS`); an empty cell shows as ``-``."""
-    lines = [list(TABLE_COLUMNS)]
+    from rtroute.status_tables import aligned
+
+    lines = []
     for row in rows:
         line = []
         for column in TABLE_COLUMNS:
@@ -288,14 +355,9 @@ def format_table(rows: list[dict[str, Any]]) -> str:
                 value = row.get("termination_reason", row.get("reason")) or ""
             else:
                 value = row.get(column, "")
-            if value is None:
-                value = ""
-            line.append(" ".join(str(value).split()) or "-")
+            line.append(value)
         lines.append(line)
-    widths = [max(len(line[i]) for line in lines) for i in range(len(TABLE_COLUMNS))]
-    return "\n".join(
-        "  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip()
-        for line in lines)
+    return aligned(TABLE_COLUMNS, lines)
 
 
 if __name__ == "__main__":  # pragma: no cover

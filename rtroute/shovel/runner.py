@@ -9,7 +9,8 @@ A running process takes two changes through that endpoint, as ``rabbitmqctl dele
 ``restart_shovel`` do in the broker: ``DELETE /shovels/VHOST/NAME`` stops a shovel gracefully
 (no more deliveries taken, the ones in flight confirmed and acknowledged, the rest requeued by
 the source broker when the channel closes) and removes it from the status, and
-``POST /shovels/VHOST/NAME/restart`` stops it the same way and starts it again. ``VHOST`` is
+``POST /shovels/VHOST/NAME/restart`` stops it the same way and starts it again; ``PUT
+/shovels/VHOST/NAME`` starts a new one from the plugin's definition keys. ``VHOST`` is
 percent-encoded (``%2F``); a static shovel (no vhost) is found under the default ``/`` too.
 """
 from __future__ import annotations
@@ -27,7 +28,7 @@ from rtroute.shovel.config import RefusedShovel, ShovelConfig
 from rtroute.shovel.status import StatusRegistry
 from rtroute.shovel.worker import STOP_TIMEOUT, ShovelWorker
 
-__all__ = ["ShovelRunner", "serve"]
+__all__ = ["ShovelExists", "ShovelRunner", "serve"]
 
 LOGGER = logging.getLogger("rtroute.shovel")
 
@@ -170,11 +171,74 @@ class ShovelRunner:
         LOGGER.info("shovel %r restarted", name)
         return fresh.status.snapshot()
 
+    def add(self, config: ShovelConfig, replace: bool = False,
+            timeout: float = STOP_TIMEOUT) -> dict[str, Any]:
+        """Start shovel ``config`` in the running process (``rabbitmqctl set_parameter shovel``);
+        with ``replace``, one of that name (and vhost) is first stopped gracefully, as by
+        :meth:`delete`. Returns its status.
+
+        Raises:
+            ShovelExists: one of that name runs (or is shown) and ``replace`` is false.
+            ValueError: a malformed broker URI.
+            TimeoutError: the shovel replaced did not stop in time.
+        """
+        _check_uris(config)  # before anything stops: a bad definition changes nothing
+        with self._lock:
+            try:
+                key, worker = self._find(config.name, config.vhost)
+            except KeyError:
+                key, worker, found = None, None, False
+            else:
+                found = True
+            if found and not replace:
+                where = f" in vhost {config.vhost!r}" if config.vhost is not None else ""
+                raise ShovelExists(f"shovel {config.name!r}{where} exists; delete it first, or "
+                                   "replace it (rtroute shovel add --replace)")
+            if worker is not None:
+                if not self._stop_worker(worker, timeout):
+                    raise TimeoutError(f"shovel {config.name!r} did not stop within "
+                                       f"{timeout + 5:g} s")
+                self.workers.remove(worker)
+            if found:
+                self.registry.remove(config.name, key)
+            fresh = self._worker(config)
+            self.workers.append(fresh)
+            if self._started:
+                fresh.start()
+        LOGGER.info("shovel %r %s", config.name, "replaced" if found else "added")
+        return fresh.status.snapshot()
+
     def http_routes(self) -> dict[tuple[str, str], Callable[[str, bytes], tuple[int, Any]]]:
-        """``DELETE /shovels/VHOST/NAME`` and ``POST /shovels/VHOST/NAME/restart`` for the
+        """``DELETE /shovels/VHOST/NAME``, ``POST /shovels/VHOST/NAME/restart`` and
+        ``PUT /shovels/VHOST/NAME`` (a new shovel) for the
         :class:`~rtroute.ops_http.OpsServer` (which checks the token, Host and Origin)."""
         return {("DELETE", "/shovels/"): self._http_delete,
-                ("POST", "/shovels/"): self._http_restart}
+                ("POST", "/shovels/"): self._http_restart,
+                ("PUT", "/shovels/"): self._http_add}
+
+    def _http_add(self, path: str, body: bytes) -> tuple[int, Any]:
+        """``PUT /shovels/VHOST/NAME`` with the shovel's definition as ``rabbitmqctl
+        set_parameter shovel NAME '{...}'`` takes it (the plugin's keys), or as the management
+        API's ``PUT /api/parameters/shovel/VHOST/NAME`` does (``{"value": {...}}``); with
+        ``"replace": true`` beside ``value``, a shovel of that name is replaced (else 409)."""
+        target = _shovel_path(path, b"", action=None)
+        if isinstance(target, str):
+            return 404, {"error": target}
+        name, vhost = target
+        try:
+            value, replace = _definition(body, name, vhost)
+            config = _parse_definition(name, vhost, value)
+        except ValueError as exc:
+            return 400, {"error": str(exc)}
+        try:
+            status = self.add(config, replace=replace)
+        except ShovelExists as exc:
+            return 409, {"error": str(exc)}
+        except ValueError as exc:
+            return 400, {"error": str(exc)}
+        except TimeoutError as exc:
+            return 503, {"error": str(exc)}
+        return 201, {"added": status}
 
     def _http_delete(self, path: str, body: bytes) -> tuple[int, Any]:
         target = _shovel_path(path, body, action=None)
@@ -187,6 +251,73 @@ class ShovelRunner:
         if isinstance(target, str):
             return 404, {"error": target}
         return _answer(lambda: {"restarted": self.restart(*target)})
+
+
+class ShovelExists(Exception):
+    """A shovel of that name (and vhost) is already there."""
+
+
+class DefinitionError(ValueError):
+    """A ``PUT /shovels/VHOST/NAME`` body that is no shovel definition."""
+
+
+_PARAMETER_KEYS = ("value", "replace", "component", "name", "vhost")
+
+
+def _definition(body: bytes, name: str, vhost: str) -> tuple[dict[str, Any], bool]:
+    """The shovel's value and ``replace`` of a ``PUT /shovels/VHOST/NAME`` body.
+
+    Raises:
+        DefinitionError: not a JSON object, or its name, vhost or component differ from the path.
+    """
+    try:
+        data = json.loads(body or b"null")
+    except ValueError:
+        raise DefinitionError("the request body is not JSON") from None
+    if not isinstance(data, dict):
+        raise DefinitionError("the request body must be a JSON object: the shovel's definition "
+                         "(the keys of rabbitmqctl set_parameter shovel), or {\"value\": {...}}")
+    if "value" not in data:
+        return data, False
+    unknown = sorted(set(data) - set(_PARAMETER_KEYS))
+    if unknown:
+        raise DefinitionError(f"unknown key {unknown[0]!r} beside 'value' (the shovel's keys go "
+                         "inside it)")
+    for key, expected in (("component", "shovel"), ("name", name), ("vhost", vhost)):
+        if key in data and data[key] != expected:
+            raise DefinitionError(f"{key} {data[key]!r} differs from {expected!r} of the path")
+    if not isinstance(data.get("replace", False), bool):
+        raise DefinitionError("replace must be true or false")
+    if not isinstance(data["value"], dict):
+        raise DefinitionError("value must be an object: the shovel's definition")
+    return data["value"], data.get("replace", False)
+
+
+def _check_uris(config: ShovelConfig) -> None:
+    """Raises ``ValueError`` (naming the shovel) if a broker URI of ``config`` is malformed."""
+    from rtroute.amqp import parse_uri
+
+    for uri in (*config.sources.brokers, *config.destinations.brokers):
+        try:
+            parse_uri(uri)
+        except ValueError as exc:
+            raise ValueError(f"shovel {config.name!r}: {exc}") from None
+
+
+def _parse_definition(name: str, vhost: str, value: dict[str, Any]) -> ShovelConfig:
+    """``value`` (a dynamic shovel's definition) as the definitions importer reads it.
+
+    Raises:
+        ValueError: the importer's message (ConfigError), or why rtroute does not run it.
+    """
+    from rtroute.shovel.definitions import from_definitions
+
+    refused: list[RefusedShovel] = []
+    shovels = from_definitions([{"component": "shovel", "name": name, "vhost": vhost,
+                                 "value": value}], "the definition", refused=refused)
+    if refused:
+        raise ValueError(f"shovel {name!r} is not run: {refused[0].reason}")
+    return shovels[0]
 
 
 def _shovel_path(path: str, body: bytes, action: str | None) -> tuple[str, str] | str:
@@ -219,13 +350,14 @@ def _answer(change: Callable[[], dict[str, Any]]) -> tuple[int, Any]:
 def serve(runner: ShovelRunner, http_listen: str | None, http_token: str | None = None,
           on_started: Callable[[Any], None] | None = None,
           keep_serving: bool = True, *, allow_unauthenticated_changes: bool = False,
-          protect_reads: bool = False) -> None:
+          protect_reads: bool = False, command: str = "rtroute shovel run") -> None:
     """Run ``runner`` (and its HTTP endpoint) until SIGTERM/SIGINT, then stop gracefully.
 
     With ``keep_serving`` the process stays up after every shovel ended by itself (terminated
     for good or finished), so that ``/status`` can still be read; otherwise it returns.
     ``allow_unauthenticated_changes`` and ``protect_reads`` are those of
-    :class:`rtroute.ops_http.OpsServer`.
+    :class:`rtroute.ops_http.OpsServer`; ``command`` is the one that runs this process, named
+    by the endpoint's refusals (how to give it a token).
 
     Raises:
         rtroute.ops_http.ListenError: the endpoint cannot listen (e.g. address in use).
@@ -234,7 +366,8 @@ def serve(runner: ShovelRunner, http_listen: str | None, http_token: str | None 
 
     http = OpsServer(http_listen, runner.status, token=http_token, routes=runner.http_routes(),
                      allow_unauthenticated_changes=allow_unauthenticated_changes,
-                     protect_reads=protect_reads).start() if http_listen else None
+                     protect_reads=protect_reads, command=command).start() \
+        if http_listen else None
     if http is not None:
         LOGGER.info("http endpoint on %s (/livez /readyz /status /metrics)", http_listen)
     stop_requested = threading.Event()
