@@ -18,6 +18,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
+# read_project, find_python, copy_checkout
+source scripts/dist-lib.sh
 all=0
 case ${1:-} in
     --all) all=1 ;;
@@ -46,71 +48,18 @@ fi
 
 # From pyproject.toml: the Python versions claimed (X.Y per line, oldest first), the build
 # requirements, and the floor of each range we build and run with (name==X).
-read_project() {
-    "$host" - "$1" <<'EOF'
-import re, sys
-try:
-    import tomllib
-except ImportError:
-    import tomli as tomllib
-with open("pyproject.toml", "rb") as f:
-    project = tomllib.load(f)
-if sys.argv[1] == "pythons":
-    for c in project["project"]["classifiers"]:
-        m = re.fullmatch(r"Programming Language :: Python :: (3\.\d+)", c)
-        if m:
-            print(m.group(1))
-elif sys.argv[1] == "requires":
-    print("\n".join(project["build-system"]["requires"]))
-else:
-    pika = [d for d in project["project"]["dependencies"] if re.match(r"pika\b", d)]
-    for requirement in project["build-system"]["requires"] + pika:
-        m = re.fullmatch(r"([A-Za-z0-9_.-]+)\s*>=\s*([^,\s]+)\s*,.*", requirement)
-        if not m:
-            sys.exit(f"pyproject.toml: {requirement!r} is not a range >=X,<Y")
-        print(f"{m.group(1)}=={m.group(2)}")
-EOF
-}
-text=$(read_project pythons); mapfile -t claimed <<<"$text"
-text=$(read_project requires); mapfile -t requires <<<"$text"
-text=$(read_project floors); mapfile -t floors <<<"$text"
+text=$(read_project "$host" pythons); mapfile -t claimed <<<"$text"
+text=$(read_project "$host" requires); mapfile -t requires <<<"$text"
+text=$(read_project "$host" floors); mapfile -t floors <<<"$text"
 [ -n "${claimed[0]}" ] || { say "FAILED: pyproject.toml claims no Python version" >&2; exit 1; }
 oldest=${claimed[0]}
 newest=${claimed[${#claimed[@]}-1]}
 if [ "$all" = 1 ]; then wanted=("${claimed[@]}"); else wanted=("$oldest"); [ "$newest" = "$oldest" ] || wanted+=("$newest"); fi
 say "claimed: Python ${claimed[*]}; testing ${wanted[*]}; floors: ${floors[*]}"
 
-# An interpreter of version $1 that can make venvs and compile extensions, or nothing.
-find_python() {
-    local version=$1 candidate pyenv_root
-    pyenv_root=$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")
-    for candidate in "$(command -v "python$version" 2>/dev/null || true)" \
-        $(ls -d "$pyenv_root/versions/$version".*/bin/"python$version" 2>/dev/null | sort -V -r) \
-        "/usr/local/bin/python$version" "/usr/bin/python$version"; do
-        [ -n "$candidate" ] && [ -x "$candidate" ] || continue
-        # pyenv's shims exist for every version but run only the selected ones: ask each
-        if "$candidate" -c "
-import sys, sysconfig, os, venv, ensurepip
-assert '%d.%d' % sys.version_info[:2] == '$version'
-assert os.path.exists(os.path.join(sysconfig.get_paths()['include'], 'Python.h'))
-" 2>/dev/null; then
-            echo "$candidate"
-            return
-        fi
-    done
-}
-
 say "building the sdist and the wheel"
 tree=$work/tree
-if [ -d .git ]; then
-    git ls-files -z --cached --others --exclude-standard | while IFS= read -r -d '' name; do
-        [ -f "$name" ] || continue  # deleted in the work tree
-        mkdir -p "$tree/$(dirname "$name")"
-        cp -p "$name" "$tree/$name"
-    done
-else
-    cp -rp . "$tree"
-fi
+copy_checkout "$tree"
 RTROUTE_REQUIRE_NATIVE=1 "$host" -m build --outdir "$work/dist" "$tree" >"$work/build.log" 2>&1 \
     || { tail -40 "$work/build.log"; say "FAILED: python -m build" >&2; exit 1; }
 sdist=$(ls "$work"/dist/*.tar.gz)

@@ -20,9 +20,14 @@ for arg in "$@"; do
     case $arg in --uri|--uri=*) own_broker=1 ;; esac
 done
 if [ -n "$own_broker" ]; then
-    echo "rtroute: the demo runs against the broker given (--uri or RTROUTE_URI), left as it is"
+    echo "rtroute: [1/3] the demo runs against the broker given (--uri or RTROUTE_URI), left as it is"
 else
+    echo "rtroute: [1/3] the local RabbitMQ on 127.0.0.1:5672: installed, started and given the" \
+        "management, event exchange, shovel and consistent hash plugins if it lacks them"
     bash scripts/ensure-rabbitmq.sh
 fi
-bash scripts/setup.sh
+echo "rtroute: [2/3] .venv with rtroute and its native core (no extras: the tests' setup adds them)"
+SECONDS=0
+bash scripts/setup.sh ""
+echo "rtroute: [3/3] the demo (setup took ${SECONDS} s)"
 exec .venv/bin/rtroute demo "$@"

@@ -39,7 +39,14 @@ if [ -n "$missing" ]; then
 fi
 # The management API answers a little after the plugin starts.
 for _ in $(seq 1 30); do
-    curl -fsS -u guest:guest http://127.0.0.1:15672/api/overview >/dev/null 2>&1 && exit 0
+    if overview=$(curl -fsS -u guest:guest http://127.0.0.1:15672/api/overview 2>/dev/null); then
+        version=$(sed -n 's/.*"rabbitmq_version":"\([^"]*\)".*/\1/p' <<<"$overview")
+        node=$(sed -n 's/.*"node":"\([^"]*\)".*/\1/p' <<<"$overview")
+        echo "rtroute: using RabbitMQ ${version:-?} (node ${node:-?}) on 127.0.0.1:5672;" \
+            "plugins enabled there: $(tr ' ' ',' <<<"$PLUGINS")" \
+            "${missing:+(this run enabled${missing})}"
+        exit 0
+    fi
     sleep 1
 done
 echo "rtroute: the management API on 127.0.0.1:15672 did not answer" >&2

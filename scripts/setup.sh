@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Creates .venv (if absent) and installs rtroute with its native core and the test, bench,
-# spark and docs extras (pyspark needs Java 17, which this machine kind has).
+# Creates .venv (if absent) and installs rtroute with its native core and the extras named,
+# by default test, bench, spark and docs (pyspark needs Java 17, which this machine kind has):
+#   scripts/setup.sh            everything the tests need
+#   scripts/setup.sh ""         rtroute alone (what scripts/demo.sh needs: no pyspark)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
+EXTRAS=${1-test,bench,spark,docs}
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-RTROUTE_REQUIRE_NATIVE=1 .venv/bin/python -m pip install -q -e ".[test,bench,spark,docs]"
+RTROUTE_REQUIRE_NATIVE=1 .venv/bin/python -m pip install -q -e ".${EXTRAS:+[$EXTRAS]}"
 .venv/bin/python -c "import rtroute.core as c; print('rtroute: core implementation =', c.IMPLEMENTATION)"

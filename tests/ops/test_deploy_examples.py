@@ -1,9 +1,12 @@
 """The deployment examples work as shipped: the systemd unit passes systemd-analyze verify and
 uses readiness notification, which rtroute sends (READY=1 once every exchange consumes); the
-Kubernetes manifest probes endpoints that exist, and its config passes rtroute's own check."""
+Kubernetes manifest probes endpoints that exist, and its config passes rtroute's own check. Both
+install what scripts/build-dist.sh builds: the unit a venv with the wheel, the manifest the image
+of the top-level Dockerfile; nothing under examples/ installs rtroute from PyPI, where it is not."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -17,7 +20,15 @@ from rtroute.config import ConfigError, loads
 
 from ..processes import systemd_notifications
 
-DEPLOY = Path(__file__).resolve().parents[2] / "examples" / "deploy"
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "examples" / "deploy"
+WHEEL_INSTALL = "/opt/rtroute/venv/bin/rtroute"
+
+
+def dockerfile_image() -> str:
+    """The image name the Dockerfile's header builds (docker build -t NAME .)."""
+    (name,) = re.findall(r"docker build -t (\S+) \.", (ROOT / "Dockerfile").read_text())
+    return name
 
 
 def test_the_systemd_unit_verifies(tmp_path):
@@ -62,6 +73,33 @@ def test_the_kubernetes_manifest_probes_livez_and_readyz_with_two_replicas(monke
         loads(config, "rtroute.toml")  # and without one, it says so at check time
     monkeypatch.setenv("RTROUTE_HTTP_TOKEN", "from-the-secret")
     loads(config, "rtroute.toml")
+
+
+def test_the_unit_runs_rtroute_from_a_venv_with_the_wheel_installed():
+    unit = (DEPLOY / "rtroute.service").read_text()
+    (exec_start,) = [x for x in unit.splitlines() if x.startswith("ExecStart=")]
+    assert exec_start.startswith(f"ExecStart={WHEEL_INSTALL} run ")
+    assert "python3 -m venv /opt/rtroute/venv" in unit
+    assert re.search(r"/opt/rtroute/venv/bin/pip install rtroute-\S+\.whl", unit)
+
+
+def test_the_kubernetes_manifest_runs_the_image_the_dockerfile_builds():
+    yaml = pytest.importorskip("yaml")
+    docs = {d["kind"]: d for d in yaml.safe_load_all((DEPLOY / "kubernetes.yaml").read_text())}
+    container = docs["Deployment"]["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == dockerfile_image()
+    assert container["command"][:2] == ["rtroute", "run"]  # the image's PATH has its venv
+
+
+def test_no_example_installs_rtroute_from_pypi():
+    """rtroute is not on PyPI: `pip install rtroute` (or a link to its page) cannot work."""
+    files = [p for p in (ROOT / "examples").rglob("*") if p.is_file()]
+    files.append(ROOT / "Dockerfile")
+    assert len(files) > 5
+    for path in files:
+        text = path.read_text(errors="replace")
+        assert not re.search(r"pip install (-\S+ )*[\"']?rtroute(?![-\w])", text), path
+        assert "pypi.org/project/rtroute" not in text, path
 
 
 @pytest.mark.broker

@@ -1,10 +1,12 @@
 """The proxy's deployment examples work as shipped: the systemd unit passes systemd-analyze
 verify, keeps the broker's credentials out of argv and uses readiness notification, which
 `rtroute proxy` sends; the Kubernetes manifest probes the endpoints the config opens, and its
-command and config pass rtroute's own checks."""
+command and config pass rtroute's own checks. The unit runs rtroute from a venv with the wheel
+installed, the manifest the image of the top-level Dockerfile (as the sidecar's examples)."""
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -20,7 +22,8 @@ from rtroute.proxy.config import loads_proxy_settings
 
 from ..processes import systemd_notifications
 
-DEPLOY = Path(__file__).resolve().parents[2] / "examples" / "deploy"
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "examples" / "deploy"
 
 
 def exec_start() -> list[str]:
@@ -34,6 +37,8 @@ def test_the_proxy_unit_verifies_and_keeps_credentials_out_of_argv(tmp_path):
     assert "Type=notify" in unit and "EnvironmentFile=" in unit
     command = exec_start()
     assert command[1] == "proxy" and not any(a.startswith("--uri") for a in command)
+    assert command[0] == "/opt/rtroute/venv/bin/rtroute"  # the wheel's install, as the comment says
+    assert re.search(r"/opt/rtroute/venv/bin/pip install rtroute-\S+\.whl", unit)
     proxy.make_context("proxy", command[2:])  # every option exists and parses
     analyze = shutil.which("systemd-analyze")
     if analyze is None:
@@ -70,6 +75,8 @@ def test_the_kubernetes_manifest_probes_the_endpoint_its_config_opens(tmp_path, 
     assert service["selector"] == docs["Deployment"]["spec"]["selector"]["matchLabels"]
     assert [p["targetPort"] for p in service["ports"]] == ["amqp"]
 
+    (image,) = re.findall(r"docker build -t (\S+) \.", (ROOT / "Dockerfile").read_text())
+    assert container["image"] == image
     command = container["command"]
     assert command[:2] == ["rtroute", "proxy"] and "--uri" not in command
     config_path = tmp_path / "rtroute.toml"
