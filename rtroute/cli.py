@@ -411,11 +411,13 @@ def config_check(path: str) -> None:
 def _register_groups() -> None:
     """Command groups that live beside the code they drive."""
     from rtroute.bench.commands import bench
+    from rtroute.divert.commands import divert
     from rtroute.proxy.commands import proxy
     from rtroute.shovel.commands import shovel
     from rtroute.spark.commands import spark
 
     main.add_command(bench)
+    main.add_command(divert)
     main.add_command(proxy)
     main.add_command(shovel)
     main.add_command(spark)
