@@ -260,8 +260,14 @@ def run(settings: ProxySettings, on_listening=None) -> None:
         loop.close()
         raise
     stop = asyncio.Event()
+
+    def on_signal(signum: int) -> None:
+        LOG.info("signal %d: stopping (closing %d client connections)", signum,
+                 len(server.sessions))
+        stop.set()
+
     for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
+        loop.add_signal_handler(signum, on_signal, signum)
 
     async def main() -> None:
         if ops is not None:
@@ -287,5 +293,8 @@ def run(settings: ProxySettings, on_listening=None) -> None:
     finally:
         if ops is not None:
             ops.stop()
+        open_sessions = len(server.sessions)
         server.close()
         loop.close()
+    LOG.info("proxy stopped: %d client connections served, %d closed at the stop",
+             server.stats.connections, open_sessions)

@@ -390,3 +390,6 @@ def serve(runner: ShovelRunner, http_listen: str | None, http_token: str | None 
             signal.signal(s, handler)
         if http is not None:
             http.stop()
+    shovels = runner.status().get("shovels", [])
+    forwarded = sum(s["forwarded"] for s in shovels if isinstance(s.get("forwarded"), int))
+    LOGGER.info("shovels stopped: %d shovels, %d messages forwarded", len(shovels), forwarded)

@@ -204,6 +204,10 @@ def test_log_format_json_writes_one_object_per_line(proxies, exchange_name):
     entries = [json.loads(line) for line in lines]
     assert entries and all({"ts", "level", "logger", "message"} <= set(e) for e in entries)
     assert any(e["message"].startswith("listening on ") for e in entries)
+    # the last word is that it stopped, and how
+    assert entries[-1]["message"].startswith("proxy stopped: 1 client connections served"), \
+        entries[-1]
+    assert any(e["message"].startswith("signal 15: stopping") for e in entries)
 
 
 def test_the_config_file_can_open_the_ops_endpoint(proxies, tmp_path):

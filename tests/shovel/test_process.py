@@ -34,8 +34,8 @@ LOCAL = BROKER_URI
 class ShovelProcess(RtrouteProcess):
     """`python -m rtroute.shovel.commands run ...` with its /status endpoint."""
 
-    def __init__(self, args: list[str], log: Path) -> None:
-        super().__init__("rtroute.shovel.commands", ["run", *args, "--log-level", "WARNING"],
+    def __init__(self, args: list[str], log: Path, log_level: str = "WARNING") -> None:
+        super().__init__("rtroute.shovel.commands", ["run", *args, "--log-level", log_level],
                          log)
 
     def wait_running(self, timeout: float = 20) -> None:
@@ -105,7 +105,7 @@ def test_sigterm_stops_gracefully_without_duplicates(names, tmp_path):
     config = tmp_path / "rtroute.toml"
     config.write_text(toml_shovel("term", LOCAL, LOCAL, f'queue = "{src}"\n'
                                   f'dest-queue = "{dst}"'))
-    process = ShovelProcess(["-c", str(config)], tmp_path / "term.log")
+    process = ShovelProcess(["-c", str(config)], tmp_path / "term.log", log_level="INFO")
     try:
         process.wait_running()
         publish(LOCAL, src, 3000)
@@ -117,6 +117,8 @@ def test_sigterm_stops_gracefully_without_duplicates(names, tmp_path):
     moved = bodies(LOCAL, dst)
     left = bodies(LOCAL, src)
     assert sorted(moved + left) == list(range(3000))   # each message exactly once
+    last = process.log().strip().splitlines()[-1]  # the last word is that it stopped, and how
+    assert f"shovels stopped: 1 shovels, {len(moved)} messages forwarded" in last, last
 
 
 def test_several_shovels_in_one_process_and_the_status_command(names):
