@@ -392,8 +392,23 @@ def config_group() -> None:
 
 @config_group.command("check")
 @click.argument("path", type=click.Path(dir_okay=False))
-def config_check(path: str) -> None:
-    """Validate PATH; print each problem as FILE:LINE: message (exit status 1 on error)."""
+@click.option("--bindings", "as_bindings", is_flag=True,
+              help="PATH is a bindings file (as `rtroute route --bindings` and `rtroute spark` "
+                   "read: destination = binding key(s), TOML or JSON), not rtroute.toml.")
+@click.option("--kind", type=click.Choice(["rtopic", "topic", "direct", "fanout"]),
+              default="rtopic", show_default=True,
+              help="With --bindings: the exchange semantics its keys are checked for.")
+def config_check(path: str, as_bindings: bool, kind: str) -> None:
+    """Validate PATH; print each problem as FILE:LINE: message (exit status 1 on error).
+
+    \b
+    Examples:
+      rtroute config check rtroute.toml
+      rtroute config check --bindings examples/bindings.toml
+    """
+    if as_bindings:
+        _check_bindings(path, kind)
+        return
     from rtroute.config import ConfigError, load
     from rtroute.proxy.config import load_proxy_settings
 
@@ -406,6 +421,24 @@ def config_check(path: str) -> None:
     proxied = f", a proxy on {', '.join(listeners)}" if listeners else ""
     click.echo(f"{path}: OK ({len(config.exchanges)} exchanges, {len(config.diverts)} diverts, "
                f"{len(config.shovels)} shovels{proxied})")
+
+
+def _check_bindings(path: str, kind: str) -> None:
+    from rtroute.bindings_file import BindingsFileError, load_bindings
+    from rtroute.routing import make_exchange
+
+    try:
+        bindings = load_bindings(path)
+        exchange = make_exchange(kind)
+        for destination, key in bindings:
+            try:
+                exchange.bind(destination, key)
+            except (TypeError, ValueError) as exc:
+                raise BindingsFileError(f"{path}: {destination!r} = {key!r}: {exc}") from None
+    except BindingsFileError as exc:
+        raise click.ClickException(str(exc)) from None
+    destinations = len({destination for destination, _ in bindings})
+    click.echo(f"{path}: OK ({len(bindings)} bindings, {destinations} destinations, {kind})")
 
 
 def _register_groups() -> None:
