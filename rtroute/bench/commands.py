@@ -145,16 +145,35 @@ def bench_divert(uri: str, management_uri: str | None, json_path: str | None) ->
               help="The sidecar's ingress prefetch window.")
 @click.option("--repeat", default=3, show_default=True, type=click.IntRange(1, 50),
               help="Runs per scenario (the two paths alternate); the table shows medians.")
+@click.option("--scenario", "scenario_names", multiple=True,
+              type=click.Choice(["1-queue", "10-queues", "100-queues", "10k-bindings",
+                                 "exact-key"]),
+              help="Run only these scenarios (repeatable) [default: all five].")
+@click.option("-n", "--messages", type=click.IntRange(100), default=None,
+              help="Messages per run of every scenario [default: each scenario's own, "
+                   "3,000-50,000].")
 @json_option
 def bench_sidecar(uri: str, management_uri: str | None, prefetch: int, repeat: int,
+                  scenario_names: tuple[str, ...], messages: int | None,
                   json_path: str | None) -> None:
-    """Sidecar vs a native topic exchange: 1, 10, 100 queues/msg, 10k bindings, exact key."""
-    from rtroute.bench.sidecar import json_rows, run
+    """Sidecar vs a native topic exchange: 1, 10, 100 queues/msg, 10k bindings, exact key.
 
-    rows = run(uri, echo=click.echo, prefetch=prefetch, repeat=repeat,
+    \b
+    The shortest useful run (about 15 s):
+      rtroute bench sidecar --scenario 1-queue -n 5000 --repeat 1
+    """
+    import dataclasses
+
+    from rtroute.bench.sidecar import SCENARIOS_BY_NAME, json_rows, run
+
+    scenarios = [SCENARIOS_BY_NAME[name] for name in scenario_names or SCENARIOS_BY_NAME]
+    if messages is not None:
+        scenarios = [dataclasses.replace(s, messages=messages) for s in scenarios]
+    rows = run(uri, scenarios=scenarios, echo=click.echo, prefetch=prefetch, repeat=repeat,
                management_uri=management_uri)
-    _save(json_path, "sidecar", {"prefetch": prefetch, "repeat": repeat}, json_rows(rows),
-          uri=uri)
+    _save(json_path, "sidecar", {"prefetch": prefetch, "repeat": repeat,
+                                 "scenarios": [s.label for s in scenarios]},
+          json_rows(rows), uri=uri)
 
 
 @bench.command("shards")

@@ -43,13 +43,15 @@ class Scenario:
         return f"{self.matched} queue{'s' if self.matched > 1 else ''}/msg{more}{exact}"
 
 
-SCENARIOS = [
-    Scenario(1, 0, 50_000),
-    Scenario(10, 0, 20_000),
-    Scenario(100, 0, 3_000),
-    Scenario(1, 10_000, 50_000),
-    Scenario(1, 0, 50_000, exact=True),
-]
+#: every scenario by the name ``rtroute bench sidecar --scenario`` takes
+SCENARIOS_BY_NAME = {
+    "1-queue": Scenario(1, 0, 50_000),
+    "10-queues": Scenario(10, 0, 20_000),
+    "100-queues": Scenario(100, 0, 3_000),
+    "10k-bindings": Scenario(1, 10_000, 50_000),
+    "exact-key": Scenario(1, 0, 50_000, exact=True),
+}
+SCENARIOS = list(SCENARIOS_BY_NAME.values())
 
 
 def _timed_publish(uri: str, exchange: str, key: str, scenario: Scenario, channel,

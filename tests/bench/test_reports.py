@@ -8,7 +8,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from rtroute.bench import confirms, divert, match, selector, shovel, sidecar
+from rtroute.bench import confirms, divert, match, selector, shovel
 from rtroute.bench.report import SCHEMA, build_report, read_report, write_report
 from rtroute.cli import main
 
@@ -85,14 +85,14 @@ def test_confirms_report(tmp_path, monkeypatch, broker_uri):
     assert report["machine"]["broker"]  # the version the broker announced
 
 
-def test_sidecar_report(tmp_path, monkeypatch, broker_uri, management_uri):
-    monkeypatch.setattr(sidecar, "run", functools.partial(
-        sidecar.run, scenarios=[sidecar.Scenario(1, 0, 300), sidecar.Scenario(2, 3, 200)]))
+def test_sidecar_report(tmp_path, broker_uri, management_uri):
     report = _run_json(tmp_path, "sidecar", "--uri", broker_uri, "--management-uri",
-                       management_uri, "--repeat", "1")
+                       management_uri, "--repeat", "1", "--scenario", "1-queue",
+                       "--scenario", "10-queues", "-n", "300")
     rows = _check_rows(report, "sidecar", "msg/s")
-    assert [(r["queues_per_message"], r["extra_bindings"]) for r in rows] == [(1, 0), (2, 3)]
-    assert report["parameters"] == {"prefetch": 1000, "repeat": 1}
+    assert [(r["queues_per_message"], r["extra_bindings"]) for r in rows] == [(1, 0), (10, 0)]
+    assert report["parameters"] == {"prefetch": 1000, "repeat": 1,
+                                    "scenarios": ["1 queue/msg", "10 queues/msg"]}
 
 
 def test_divert_report(tmp_path, monkeypatch, broker_uri, management_uri):
