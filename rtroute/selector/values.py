@@ -168,7 +168,10 @@ def java_parse_double(text: str) -> Any:
     if body[:2] in ("0x", "0X"):
         if body[-1] in "fFdD":
             body = body[:-1]
-        value = float.fromhex(body)
+        try:
+            value = float.fromhex(body)
+        except OverflowError:  # beyond a double: Java rounds it to Infinity (0x1p1100)
+            value = math.inf
         return -value if negative else value
     return float(text)
 

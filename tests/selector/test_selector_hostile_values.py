@@ -6,6 +6,7 @@ A LIKE pattern with several `%` used to be a backtracking regex: `%a%a%a%a%a%a%a
 """
 from __future__ import annotations
 
+import math
 import re
 import signal
 
@@ -81,6 +82,13 @@ _OLD_JAVA_DOUBLE = re.compile(
     r"(0[xX]([0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)[pP][+-]?\d+))[fFdD]?",
     re.ASCII,
 )
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("0X1P1100", math.inf), ("-0x1p1100d", -math.inf), ("0x1p-1100", 0.0), ("1e400", math.inf)])
+def test_a_double_beyond_range_is_infinity_or_zero_as_in_java(text, value):
+    # found by the property below in CI: float.fromhex raised OverflowError out of the parser
+    assert java_parse_double(text) == value
 
 
 @settings(max_examples=examples(1000), deadline=None)
