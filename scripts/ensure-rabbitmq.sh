@@ -16,8 +16,15 @@ fi
 broker_up() { rabbitmqctl -q status >/dev/null 2>&1; }
 
 if ! broker_up; then
-    echo "rtroute: starting RabbitMQ"
-    $SUDO rabbitmq-server -detached >/dev/null 2>&1 || true
+    if rabbitmqctl -q ping >/dev/null 2>&1; then
+        # the node answers but its rabbit application is stopped (rabbitmqctl stop_app by a
+        # test that was interrupted before its start_app)
+        echo "rtroute: the RabbitMQ node runs with its application stopped: start_app"
+        rabbitmqctl -q start_app >/dev/null 2>&1 || true
+    else
+        echo "rtroute: starting RabbitMQ"
+        $SUDO rabbitmq-server -detached >/dev/null 2>&1 || true
+    fi
 fi
 # await_startup fails at once while the node has not registered yet: retry it.
 for _ in $(seq 1 60); do

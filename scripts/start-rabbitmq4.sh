@@ -105,6 +105,13 @@ wait_management() {
 # -- a node that answers is left as it is --------------------------------------------------------
 if [ -x "$ROOT/usr/sbin/rabbitmqctl" ] && ctl -q ping >/dev/null 2>&1; then
     log "$NODE already running"
+    # its Erlang VM answers but the rabbit application may be stopped (rabbitmqctl stop_app
+    # by a test that was interrupted before its start_app): start it again
+    if [ "$(ctl -q eval 'rabbit:is_running().' 2>/dev/null)" != true ]; then
+        log "the rabbit application of $NODE is stopped (an interrupted stop_app?): start_app"
+        ctl -q start_app >/dev/null
+        ctl -q await_startup --timeout 120 >/dev/null
+    fi
     [ "$DENY_TRANSIENT" != 1 ] \
         || log "note: RABBITMQ4_DENY_TRANSIENT_QUEUES applies when this script starts the node"
     enabled=$(in_root /usr/sbin/rabbitmq-plugins -n "$NODE" -q list -e -m 2>/dev/null || true)
