@@ -14,7 +14,7 @@ from __future__ import annotations
 import datetime
 import decimal
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 __all__ = ["PROPERTY_NAMES", "parse_header", "parse_headers", "parse_properties",
@@ -93,13 +93,7 @@ def parse_headers(texts: Iterable[str]) -> dict[str, Any]:
     Raises:
         ValueError: a malformed one (see :func:`parse_header`), or a name given twice.
     """
-    headers: dict[str, Any] = {}
-    for text in texts:
-        name, value = parse_header(text)
-        if name in headers:
-            raise ValueError(f"--header {name} is given twice")
-        headers[name] = value
-    return headers
+    return _each_once(texts, parse_header, "--header")
 
 
 def _integer(name: str, value: str, low: int, high: int) -> int:
@@ -165,10 +159,17 @@ def parse_properties(texts: Iterable[str]) -> dict[str, Any]:
     Raises:
         ValueError: a malformed one (see :func:`parse_property`), or a name given twice.
     """
-    properties: dict[str, Any] = {}
+    return _each_once(texts, parse_property, "--property")
+
+
+def _each_once(texts: Iterable[str], parse: Callable[[str], tuple[str, Any]],
+               option: str) -> dict[str, Any]:
+    r"""``NAME -> value`` of every ``option`` in order, each ``parse``\ d; a name given twice
+    is a ValueError."""
+    found: dict[str, Any] = {}
     for text in texts:
-        name, value = parse_property(text)
-        if name in properties:
-            raise ValueError(f"--property {name} is given twice")
-        properties[name] = value
-    return properties
+        name, value = parse(text)
+        if name in found:
+            raise ValueError(f"{option} {name} is given twice")
+        found[name] = value
+    return found

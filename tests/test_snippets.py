@@ -13,11 +13,10 @@ import ast
 import re
 from pathlib import Path
 
-import pika
 import pytest
 
 from .conftest import BROKER_URI, DEFAULT_URI
-from .sidecar.conftest import sidecars  # noqa: F401 - the fixture
+from .sidecar.conftest import delete_layouts, sidecars  # noqa: F401 - sidecars: the fixture
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -90,16 +89,8 @@ def test_the_snippet_runs_as_written(code, need, request):
         if BROKER_URI != DEFAULT_URI:
             pytest.skip("the snippet names the local broker, 127.0.0.1:5672 (the 3.10 leg)")
         name = need[1]
-        request.addfinalizer(lambda: _delete_layout(name))
+        request.addfinalizer(lambda: delete_layouts([name]))
         sc = request.getfixturevalue("sidecars")("--rtopic", name)
         sc.wait_running(name)
     _run(code)
 
-
-def _delete_layout(name: str) -> None:
-    connection = pika.BlockingConnection(pika.URLParameters(BROKER_URI))
-    channel = connection.channel()
-    for exchange in (name, f"{name}.bindings"):
-        channel.exchange_delete(exchange)
-    channel.queue_delete(f"rtroute.ingress.{name}")
-    connection.close()

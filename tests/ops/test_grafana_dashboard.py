@@ -13,6 +13,7 @@ from rtroute.netaddr import free_port
 
 from ..conftest import BROKER_URI, MANAGEMENT_URI, wait_for
 from ..processes import RtrouteProcess
+from ..sidecar.conftest import delete_layouts
 
 pytestmark = pytest.mark.broker
 DASHBOARD = Path(__file__).resolve().parents[2] / "examples" / "grafana" / "rtroute-dashboard.json"
@@ -57,10 +58,4 @@ def test_every_series_the_dashboard_queries_is_exported(tmp_path, broker_uri, ma
     finally:
         sidecar.stop()
         proxy.stop()
-        import pika
-        connection = pika.BlockingConnection(pika.URLParameters(broker_uri))
-        channel = connection.channel()
-        for exchange in (name, f"{name}.bindings"):
-            channel.exchange_delete(exchange)
-        channel.queue_delete(f"rtroute.ingress.{name}")
-        connection.close()
+        delete_layouts([name])

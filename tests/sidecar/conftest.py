@@ -96,6 +96,12 @@ def managed(channel):
 
     new.queues = queues  # type: ignore[attr-defined]
     yield new
+    delete_layouts(names, queues)
+
+
+def delete_layouts(names: list[str], queues: list[str] = ()) -> None:
+    """Deletes the sidecar layout of each managed exchange NAME (its ingress and shard queues,
+    NAME, NAME.bindings, NAME.shards) and the ``queues``, on the broker under test."""
     conn = pika.BlockingConnection(pika.URLParameters(BROKER_URI))
     ch = conn.channel()
     for name in names:
