@@ -89,6 +89,8 @@ EVERY_BROKER: dict[str, str] = {
     # -- what names the local broker (127.0.0.1:5672) as shipped: it runs in the 3.10 leg --
     "tests/test_examples.py": "smoke: the examples as shipped (skipped on other brokers)",
     "tests/test_snippets.py": "smoke: the docs' snippets as written (skipped on other brokers)",
+    "tests/test_shell_snippets.py": "smoke: the docs' shell snippets, each on the leg of the broker "
+                                    "it names",
     # -- smoke: one end-to-end path per component --------------------------------------------
     "tests/sidecar/test_sidecar_broker.py::test_plugin_readme_scenario_queue_by_queue": "smoke",
     "tests/publisher/test_publisher_broker.py": "smoke (31 tests in 9 s)",
