@@ -4,11 +4,14 @@ graceful stop that fails the test when SIGTERM is ignored. The sidecar, shovel a
 fixtures build on :class:`RtrouteProcess`."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import time
 import urllib.request
 from pathlib import Path
 from typing import IO
@@ -97,3 +100,32 @@ def systemd_notifications(tmp_path: Path, args: list[str], env: dict[str, str]
         finally:
             if proc.poll() is None:
                 proc.kill()
+
+
+def port_open(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether something accepts TCP connections on ``host:port``."""
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex((host, port)) == 0
+
+
+def stop_group(proc: subprocess.Popen, log: Path, timeout: float = 20) -> None:
+    """SIGTERM to the process group that ``proc`` leads (a shell and what it started), then
+    wait until every process of it has exited; fails the test if one ignores SIGTERM."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    proc.wait(timeout)
+    deadline = time.monotonic() + timeout
+    while _group_alive(proc.pid):
+        if time.monotonic() > deadline:
+            os.killpg(proc.pid, signal.SIGKILL)
+            pytest.fail(f"ignored SIGTERM for {timeout} s:\n{log.read_text(errors='replace')}")
+        time.sleep(0.05)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True

@@ -28,11 +28,8 @@ import os
 import re
 import shlex
 import shutil
-import signal
-import socket
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -44,7 +41,7 @@ import pytest
 from rtroute.cli import main
 
 from .conftest import BROKER_URI, DEFAULT_URI, MANAGEMENT_URI, management_client, wait_for
-from .processes import RtrouteProcess
+from .processes import RtrouteProcess, port_open, stop_group
 from .sidecar.conftest import delete_layouts
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -262,12 +259,6 @@ def _bin_dir(tmp_path: Path) -> Path:
     return bin_dir
 
 
-def _port_open(port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(0.5)
-        return s.connect_ex(("127.0.0.1", port)) == 0
-
-
 @contextlib.contextmanager
 def _broker_user(spec: str) -> Iterator[None]:
     user, _, password = spec.partition(":")
@@ -333,7 +324,7 @@ def _environ(values: dict[str, str]) -> Iterator[None]:
 
 def _serve(code: str, work: Path, env: dict[str, str], port: int, log: Path) -> None:
     """Runs a snippet ending in a server: it answers on ``port``; SIGTERM stops it cleanly."""
-    assert not _port_open(port), f"port {port} is taken before the snippet runs"
+    assert not port_open(port), f"port {port} is taken before the snippet runs"
     with open(log, "wb") as out:
         proc = subprocess.Popen(["bash", "-c", "set -euo pipefail\n" + code], cwd=work, env=env,
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
@@ -341,31 +332,15 @@ def _serve(code: str, work: Path, env: dict[str, str], port: int, log: Path) -> 
         def answering() -> bool:
             if proc.poll() is not None:
                 pytest.fail(f"exited with {proc.returncode}:\n{log.read_text()}")
-            return _port_open(port)
+            return port_open(port)
 
         wait_for(answering, 30)
         _probe(port)
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(20)
-        deadline = time.monotonic() + 20
-        while _group_alive(proc.pid):
-            if time.monotonic() > deadline:
-                os.killpg(proc.pid, signal.SIGKILL)
-                pytest.fail(f"ignored SIGTERM for 20 s:\n{log.read_text()}")
-            time.sleep(0.05)
+        stop_group(proc, log)
     output = log.read_text()
     assert "Traceback" not in output, output
     assert re.search(r"\bstopped\b", output), f"no 'stopped' line:\n{output}"
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def _probe(port: int) -> None:

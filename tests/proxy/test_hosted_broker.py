@@ -8,11 +8,8 @@ from __future__ import annotations
 import http.client
 import os
 import re
-import signal
-import socket
 import subprocess
 import sys
-import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -25,6 +22,7 @@ from rtroute.netaddr import free_port
 
 from ..broker_nodes import LocalNode, node_in_tempdir, rabbitmq_installed
 from ..conftest import wait_for
+from ..processes import port_open, stop_group
 from .test_tls import _make_ca
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
@@ -75,12 +73,6 @@ def _readme_hosted_snippet() -> str:
     return text[start:text.index("```", start)]
 
 
-def _port_open(port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(0.5)
-        return s.connect_ex(("127.0.0.1", port)) == 0
-
-
 def test_the_readme_hosted_quick_start_serves_clients_as_written(hosted, tmp_path):
     snippet = _readme_hosted_snippet()
     listen = free_port()
@@ -102,7 +94,7 @@ def test_the_readme_hosted_quick_start_serves_clients_as_written(hosted, tmp_pat
     try:
         def listening() -> bool:
             assert proc.poll() is None, log.read_text()
-            return _port_open(listen)
+            return port_open(listen)
 
         wait_for(listening, 30)
         name = f"rtroute-test-hosted-{uuid.uuid4().hex[:8]}"
@@ -124,20 +116,8 @@ def test_the_readme_hosted_quick_start_serves_clients_as_written(hosted, tmp_pat
         ch.exchange_delete(name)
         conn.close()
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(20)
-        deadline = time.monotonic() + 20
-        while _group_alive(proc.pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        stop_group(proc, log)
     output = log.read_text()
     assert "Traceback" not in output, output
     assert f"amqps://rtroute:***@localhost:{hosted.tls_port}" in output, output
     assert "secret" not in output
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
