@@ -15,36 +15,51 @@ used twice is not an error but a warning (logged, and in :attr:`Config.warnings`
 divert of that name is kept, as Artemis deploys the first and logs the next
 (``ActiveMQServerImpl.deployDivert``: "binding already exists").
 
-A divert's keys may also be spelled as Artemis spells them (see :data:`DIVERT_KEY_SPELLINGS`).
+Each section has its own parser: ``[broker]``, ``[http]`` and ``[[exchange]]`` here,
+``[[divert]]`` in :mod:`rtroute.divert.config` (whose names, :class:`DivertConfig`,
+:func:`loads_divert` and the rest, are importable from here too), ``[[shovel]]`` in
+:mod:`rtroute.shovel.config`, ``[proxy]`` in :mod:`rtroute.proxy.config`. A divert's keys may
+also be spelled as Artemis spells them (see :data:`DIVERT_KEY_SPELLINGS`).
 """
 from __future__ import annotations
 
 import logging
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Callable
 from urllib.parse import quote, unquote, urlsplit
 
+from rtroute.config_json_lines import json_source_map, parse_json  # noqa: F401 - as before
 from rtroute.config_lines import (
     MAX_CONFIG_BYTES,
     ConfigError,
     Path,
     TableReader,
     Where,
+    check_amqp_name,
     check_size,
-    json_source_map,
     load_toml,
-    parse_json,
-    shown,
     suggest,
     type_name,
 )
-from rtroute.divert.graph import address_matches, find_cycle, watched_exchanges
+from rtroute.config_source import shown  # noqa: F401 - as before
+from rtroute.divert.config import (
+    DIVERT_KEY_SPELLINGS,
+    DIVERT_UPDATABLE,
+    ROUTING_TYPES,
+    DivertConfig,
+    check_divert_graph,
+    first_of_each_name,
+    loads_divert,
+    loads_divert_update,
+    parse_divert,
+    parse_transformer_list,
+)
+from rtroute.divert.graph import address_matches, find_cycle, watched_exchanges  # noqa: F401
 from rtroute.netaddr import is_loopback, split_listen
 from rtroute.shovel.config import ShovelConfig, check_unique, parse_shovel
-from rtroute.validators import (
+from rtroute.validators import (  # noqa: F401 - selector/shortstr: importable here as before
     amqp_uri_problem,
     management_uri_problem,
     selector_problem,
@@ -54,6 +69,7 @@ from rtroute.validators import (
 __all__ = [
     "DIVERT_KEY_SPELLINGS",
     "DIVERT_UPDATABLE",
+    "ROUTING_TYPES",
     "BindingConfig",
     "BrokerConfig",
     "Config",
@@ -80,27 +96,7 @@ EXCHANGE_KINDS = ("rtopic", "topic", "direct", "fanout", "headers")
 QUEUE_TYPES = ("classic", "quorum")
 MAX_SHARDS = 256  # ingress shards of one exchange (a channel each, per replica)
 DESTINATION_TYPES = ("queue", "exchange")
-ROUTING_TYPES = ("ANYCAST", "MULTICAST", "PASS", "STRIP")
 SECTIONS = ("broker", "http", "exchange", "divert", "shovel", "proxy")  # proxy: rtroute.proxy.config
-_TRANSFORMER = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
-DIVERT_KEY_SPELLINGS: dict[str, tuple[str, ...]] = {
-    "forwarding_address": ("forwarding-address", "forwardingAddress"),
-    "routing_name": ("routing-name", "routingName"),
-    "filter": ("filter-string", "filterString"),
-    "routing_type": ("routing-type", "routingType"),
-    "transformer": ("transformer-class-name", "transformerClassName",
-                    "transformer-configuration"),
-    "routing_key": ("routing-key", "routingKey"),
-}
-"""Other spellings a ``[[divert]]`` key (and the HTTP divert API) accepts: Artemis's
-``broker.xml`` elements and ``DivertConfiguration`` JSON keys (hyphenated) and the parameter
-names of its management ``createDivert``/``updateDivert`` (camelCase). ``transformer-configuration``
-is Artemis's JSON object ``{"class-name": ..., "properties": {...}}``; rtroute's transformers
-take no properties. ``routing_key`` is rtroute's own, spelled alike for consistency."""
-DIVERT_UPDATABLE = ("filter", "forwarding_address", "routing_type", "transformer", "routing_key")
-"""What an update of a divert may change: what Artemis's ``updateDivert`` changes (filter,
-forwarding address, routing type, transformer) plus rtroute's ``routing_key``. Its address,
-``exclusive`` and routing name are fixed (Artemis destroys and deploys the divert again)."""
 
 
 @dataclass(frozen=True)
@@ -247,39 +243,6 @@ class ExchangeConfig:
         return f"{self.name}.bindings"
 
 
-@dataclass(frozen=True)
-class DivertConfig:
-    """``[[divert]]``: moves or copies messages between addresses (Artemis names).
-
-    Attributes:
-        name: unique name (also the copies' ``_AMQ_ORIG_QUEUE``).
-        address: managed exchange watched, or a topic pattern (``orders.#``) over their names.
-        forwarding_address: where copies go; may be a comma-separated list.
-        filter: selector a message must match, or ``None`` (all messages).
-        exclusive: the original does not go on when this divert fires.
-        routing_name: diverts sharing one take turns; defaults to ``name`` (all fire).
-        routing_key: routing key of the copy (``None``: the original's).
-        routing_type: ``ANYCAST`` (to the queue named by the forwarding address),
-            ``MULTICAST`` (to the exchange of that name), ``PASS`` (keep the original's kind)
-            or ``STRIP`` (let the forwarding address decide).
-        transformer: ``module:function`` applied to each copy, or ``None``.
-    """
-
-    name: str
-    address: str
-    forwarding_address: str
-    filter: str | None = None
-    exclusive: bool = False
-    routing_name: str = ""
-    routing_key: str | None = None
-    routing_type: str = "STRIP"
-    transformer: str | None = None
-
-    @property
-    def forwarding_addresses(self) -> tuple[str, ...]:
-        """``forwarding_address`` split at commas."""
-        return tuple(a.strip() for a in self.forwarding_address.split(","))
-
 
 @dataclass(frozen=True)
 class Config:
@@ -355,12 +318,12 @@ def loads(text: str, path: str | None = "rtroute.toml", token_given: bool = Fals
     ]
     _unique(where, "exchange", [(e.name, ("exchange", i, "name")) for i, e in enumerate(exchanges)])
     diverts = [
-        _parse_divert(TableReader(item, ("divert", i), where, f"divert #{i + 1}"))
+        parse_divert(TableReader(item, ("divert", i), where, f"divert #{i + 1}"))
         for i, item in enumerate(_entries(data, where, "divert"))
     ]
-    kept, warnings = _first_of_each_name(where, diverts)
+    kept, warnings = first_of_each_name(where, diverts)
     diverts = [diverts[i] for i in kept]
-    _check_divert_graph(where, exchanges, diverts, kept)
+    check_divert_graph(where, [e.name for e in exchanges], diverts, kept)
     shovel_tables = _entries(data, where, "shovel")
     shovel_paths: list[Path] = [("shovel", i) for i in range(len(shovel_tables))]
     shovels = [parse_shovel(item, where, p) for item, p in zip(shovel_tables, shovel_paths)]
@@ -402,38 +365,11 @@ def _unique(where: Where, section: str, names: list[tuple[str, Path]]) -> None:
         seen[name] = path
 
 
-def _first_of_each_name(where: Where, diverts: list[DivertConfig]
-                        ) -> tuple[list[int], list[str]]:
-    """The indexes of the diverts to deploy (the first of each name) and a warning, with the
-    file and line, for each later one: Artemis deploys the first divert of a name and logs
-    the others (``deployDivert``), and so does rtroute rather than refusing the file."""
-    first: dict[str, int] = {}
-    kept, warnings = [], []
-    for i, divert in enumerate(diverts):
-        if divert.name not in first:
-            first[divert.name] = i
-            kept.append(i)
-            continue
-        line = where.source.line(("divert", first[divert.name], "name"))
-        warnings.append(str(where.error(
-            ("divert", i, "name"),
-            f"divert {divert.name!r}: name used twice (first defined on line {line}); this "
-            "one is ignored and the first is kept, as Artemis does")))
-    return kept, warnings
-
 
 def _name(reader: TableReader, section: str) -> str:
     name = reader.string("name", empty=False)
     reader.context = f"{section} {name!r}"
     return name
-
-
-def _checked_name(reader: TableReader, key: str, value: str | None) -> None:
-    """Reject AMQP names longer than a short string allows."""
-    if value is not None:
-        problem = shortstr_problem(value)
-        if problem:
-            raise reader.error_at((key,), f"{reader.label(key)} {problem}")
 
 
 # ----------------------------------------------------------------------------- [broker]/[http]
@@ -502,7 +438,7 @@ def _parse_http(reader: TableReader, token_given: bool = False) -> HttpConfig:
     persist = reader.boolean("persist_diverts", default=False)
     allow_changes = reader.boolean("allow_unauthenticated_changes", default=False)
     protect_reads = reader.boolean("protect_reads", default=False)
-    allowed = _transformer_list(reader, "allowed_transformers")
+    allowed = parse_transformer_list(reader, "allowed_transformers")
     reader.finish()
     if token is None and not token_given and not is_loopback(host):
         raise reader.error_at(("listen",), f"listen {listen!r} is not a loopback address, so "
@@ -513,33 +449,19 @@ def _parse_http(reader: TableReader, token_given: bool = False) -> HttpConfig:
                       allowed_transformers=allowed)
 
 
-def _transformer_list(reader: TableReader, key: str) -> tuple[str, ...]:
-    got = reader.take(key)
-    if got is None:
-        return ()
-    raw, value = got
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise reader.error_at((raw,), f"{key} must be an array of 'module:function' strings, "
-                              f"got {type_name(value)}")
-    for name in value:
-        if not _TRANSFORMER.match(name):
-            raise reader.error_at((raw,), f"{key}: {name!r} is not 'module:function' (e.g. "
-                                  "'myapp.transforms:tag')")
-    return tuple(value)
-
 
 # ------------------------------------------------------------------------------- [[exchange]]
 
 
 def _parse_exchange(reader: TableReader) -> ExchangeConfig:
     name = _name(reader, "exchange")
-    _checked_name(reader, "name", name)
+    check_amqp_name(reader, "name", name)
     if name.startswith("amq."):
         raise reader.error_at(("name",), "name must not start with 'amq.' (reserved by "
                               "RabbitMQ)")
     kind = reader.choice("kind", EXCHANGE_KINDS, default="rtopic")
     alternate = reader.string("alternate_exchange", default=None, empty=False)
-    _checked_name(reader, "alternate_exchange", alternate)
+    check_amqp_name(reader, "alternate_exchange", alternate)
     if alternate == name:
         raise reader.error_at(("alternate_exchange",),
                               "alternate_exchange must differ from the exchange itself")
@@ -582,9 +504,9 @@ def _parse_bindings(reader: TableReader) -> list[BindingConfig]:
         sub = TableReader(item, reader.path + (raw, i), reader.where, reader.context,
                           label_start=len(reader.path))
         destination = sub.string("destination", empty=False)
-        _checked_name(sub, "destination", destination)
+        check_amqp_name(sub, "destination", destination)
         key = sub.string("key", default="")
-        _checked_name(sub, "key", key)
+        check_amqp_name(sub, "key", key)
         destination_type = sub.choice("destination_type", DESTINATION_TYPES, default="queue")
         arguments = dict(sub.get("arguments", kind="table", default={}))
         sub.finish()
@@ -593,210 +515,3 @@ def _parse_bindings(reader: TableReader) -> list[BindingConfig]:
     return out
 
 
-# --------------------------------------------------------------------------------- [[divert]]
-
-
-def _parse_divert(reader: TableReader, current: DivertConfig | None = None,
-                  name: str | None = None) -> DivertConfig:
-    """One divert. With ``current`` (an update) every key is optional and defaults to its
-    value there, and ``null`` clears ``filter``, ``routing_key`` and ``transformer``; ``name``
-    is the name an update or replacement is for (the table's own, if any, must equal it)."""
-    reader = _one_spelling_each(reader)
-    fixed = current.name if current is not None else name
-    given = _name(reader, "divert") if fixed is None or reader.has("name") else fixed
-    if fixed is not None and given != fixed:
-        raise reader.error_at(("name",), f"name {given!r} differs from the divert named in "
-                              f"the path, {fixed!r}; a divert cannot be renamed")
-    reader.context = f"divert {given!r}"
-    base = current or DivertConfig(name=given, address="", forwarding_address="",
-                                   routing_name=given)
-    optional = current is not None
-
-    def cleared(key: str) -> bool:
-        got = reader.take(key, *DIVERT_KEY_SPELLINGS.get(key, ()))
-        return got is not None and got[1] is None
-
-    address = reader.string("address", empty=False, default=base.address) if optional \
-        else reader.string("address", empty=False)
-    if reader.has("forwarding_address", *DIVERT_KEY_SPELLINGS["forwarding_address"]) \
-            or not optional:
-        forwarding = _parse_forwarding(reader)
-    else:
-        forwarding = base.forwarding_address
-    if cleared("filter"):
-        selector = None
-    else:
-        selector = reader.string("filter", *DIVERT_KEY_SPELLINGS["filter"],
-                                 default=base.filter)
-    if selector is not None and selector != base.filter:
-        problem = selector_problem(selector)
-        if problem:
-            message, position = problem
-            at = f" at position {position}" if position is not None else ""
-            raw = reader.take("filter", *DIVERT_KEY_SPELLINGS["filter"])
-            raise reader.error_at((raw[0] if raw else "filter",),
-                                  f"filter: invalid selector{at}: {message}")
-    exclusive = reader.boolean("exclusive", default=base.exclusive)
-    routing_name = reader.string("routing_name", *DIVERT_KEY_SPELLINGS["routing_name"],
-                                 default=base.routing_name, empty=False)
-    if cleared("routing_key"):
-        routing_key = None
-    else:
-        routing_key = reader.string("routing_key", *DIVERT_KEY_SPELLINGS["routing_key"],
-                                    default=base.routing_key)
-        got = reader.take("routing_key", *DIVERT_KEY_SPELLINGS["routing_key"])
-        _checked_name(reader, got[0] if got else "routing_key", routing_key)
-    routing_type = reader.choice("routing_type", ROUTING_TYPES,
-                                 *DIVERT_KEY_SPELLINGS["routing_type"],
-                                 default=base.routing_type)
-    if cleared("transformer"):
-        transformer = None
-    else:
-        transformer = reader.string("transformer", *DIVERT_KEY_SPELLINGS["transformer"],
-                                    default=base.transformer, empty=False)
-    if transformer is not None and transformer != base.transformer \
-            and not _TRANSFORMER.match(transformer):
-        raw = reader.take("transformer", *DIVERT_KEY_SPELLINGS["transformer"])
-        raise reader.error_at((raw[0] if raw else "transformer",),
-                              "transformer must be 'module:function' (e.g. "
-                              f"'myapp.transforms:tag'), got {shown(transformer)}")
-    reader.finish()
-    if current is not None:
-        for key, before, after in (("address", current.address, address),
-                                   ("exclusive", current.exclusive, exclusive),
-                                   ("routing_name", current.routing_name, routing_name)):
-            if before != after:
-                raw = reader.take(key, *DIVERT_KEY_SPELLINGS.get(key, ()))
-                raise reader.error_at((raw[0] if raw else key,), (
-                    f"{key} cannot be changed by an update (it is {shown(before)}): as in "
-                    "Artemis only the filter, forwarding address, routing type, transformer "
-                    "(and routing key) can; delete the divert and create it again"))
-    return DivertConfig(name=given, address=address, forwarding_address=forwarding,
-                        filter=selector, exclusive=exclusive, routing_name=routing_name,
-                        routing_key=routing_key, routing_type=routing_type,
-                        transformer=transformer)
-
-
-def _one_spelling_each(reader: TableReader) -> TableReader:
-    """A reader of the same table in which each divert key has one spelling: the same value
-    under two spellings (``forwarding_address`` and ``forwarding-address``) is kept once;
-    different values are refused. Artemis's ``transformer-configuration`` object becomes its
-    ``class-name``."""
-    data = dict(reader.data)
-    tc = "transformer-configuration"
-    if tc in data:
-        value = data[tc]
-        if value is not None:
-            if not isinstance(value, Mapping) or not isinstance(value.get("class-name"), str) \
-                    or set(value) - {"class-name", "properties"}:
-                raise reader.error_at((tc,), f"{tc} must be an object "
-                                      "{\"class-name\": \"module:function\"}, got "
-                                      f"{shown(value)}")
-            if value.get("properties"):
-                raise reader.error_at((tc, "properties"), f"{tc}: rtroute transformers take "
-                                      "no properties (a Python function gets the message only)")
-            data[tc] = value["class-name"]
-    for key, others in DIVERT_KEY_SPELLINGS.items():
-        present = [k for k in (key, *others) if k in data]
-        for other in present[1:]:
-            if data[other] != data[present[0]]:
-                raise reader.error_at((other,), (
-                    f"'{present[0]}' and '{other}' are two spellings of {key} with different "
-                    f"values ({shown(data[present[0]])} and {shown(data[other])}); give one"))
-            del data[other]
-    return TableReader(data, reader.path, reader.where, reader.context,
-                       label_start=reader.label_start)
-
-
-def _parse_forwarding(reader: TableReader) -> str:
-    got = reader.take("forwarding_address", *DIVERT_KEY_SPELLINGS["forwarding_address"])
-    if got is None:
-        raise reader.error("forwarding_address is required")
-    raw, value = got
-    if isinstance(value, str):
-        parts = value.split(",")
-    elif isinstance(value, list) and all(isinstance(v, str) for v in value):
-        parts = list(value)
-    else:
-        raise reader.error_at((raw,), f"{raw} must be a string (comma-separated "
-                              f"for several) or an array of strings, got {type_name(value)}")
-    parts = [p.strip() for p in parts]
-    if not parts or not all(parts):
-        raise reader.error_at((raw,), f"{raw} has an empty address: {shown(value)}")
-    for part in parts:
-        _checked_name(reader, raw, part)
-    return ",".join(parts)
-
-
-def _check_divert_graph(
-    where: Where, exchanges: list[ExchangeConfig], diverts: list[DivertConfig],
-    indexes: list[int] | None = None,
-) -> None:
-    """Every divert watches a managed exchange, and no message can be diverted in a circle.
-    ``indexes``: each divert's position among the file's ``[[divert]]`` tables."""
-    names = [e.name for e in exchanges]
-    at = indexes if indexes is not None else list(range(len(diverts)))
-    for i, divert in zip(at, diverts):
-        if not watched_exchanges(divert.address, names):
-            raise where.error(
-                ("divert", i, "address"),
-                f"divert {divert.name!r}: address {divert.address!r} matches no managed "
-                "exchange; declare it with [[exchange]]" + suggest(divert.address, names),
-            )
-    cycle = find_cycle(names, diverts)
-    if cycle is not None:
-        divert = diverts[cycle.closing]
-        raise where.error(("divert", at[cycle.closing], "forwarding_address"),
-                          f"divert {divert.name!r}: {cycle.describe(diverts)}")
-
-
-def loads_divert(text: str, path: str | None = "request body") -> DivertConfig:
-    """Validate one divert given as a JSON object with the ``[[divert]]`` keys.
-
-    This is what ``POST /diverts`` takes; the checks are those of the config file, except the
-    ones across entries (managed exchanges, cycles), which the sidecar makes. Keys may be
-    spelled as Artemis spells them (:data:`DIVERT_KEY_SPELLINGS`); ``null`` stands for an
-    absent ``filter``, ``routing_key`` or ``transformer``.
-
-    Raises:
-        ConfigError: not a JSON object, or a key is wrong (with the line of the value), or
-            two spellings of one key disagree.
-    """
-    return _parse_divert(_divert_reader(text, path))
-
-
-def loads_divert_update(text: str, current: DivertConfig, replace: bool = False,
-                        path: str | None = "request body") -> DivertConfig:
-    """The divert ``current`` becomes once the JSON object ``text`` is applied.
-
-    ``replace=False`` (``PATCH /diverts/NAME``): the keys given change, the others keep
-    their value; ``null`` removes the filter, routing key or transformer. ``replace=True``
-    (``PUT /diverts/NAME``): ``text`` is the whole divert as ``POST /diverts`` takes it (its
-    ``name`` may be left out); keys left out take their defaults. Either way the divert's
-    ``address``, ``exclusive`` and ``routing_name`` must stay as they are (see
-    :data:`DIVERT_UPDATABLE`), and a ``name`` must be ``current``'s.
-
-    Raises:
-        ConfigError: as :func:`loads_divert`, or a key that cannot change by an update.
-    """
-    reader = _divert_reader(text, path)
-    if not replace:
-        return _parse_divert(reader, current)
-    config = _parse_divert(reader, name=current.name)
-    for key in ("address", "exclusive", "routing_name"):
-        before, after = getattr(current, key), getattr(config, key)
-        if before != after:
-            raise ConfigError(
-                f"divert {current.name!r}: {key} cannot be changed by an update (it is "
-                f"{shown(before)}, the body gives {shown(after)}): as in Artemis only the "
-                "filter, forwarding address, routing type, transformer (and routing key) can; "
-                "delete the divert and create it again", None, path)
-    return config
-
-
-def _divert_reader(text: str, path: str | None) -> TableReader:
-    data = parse_json(text, path, invalid="not valid JSON")
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"a divert is a JSON object, got {type_name(data)}", None, path)
-    where = Where(json_source_map(text, path=path), path)
-    return TableReader(data, (), where, "divert")

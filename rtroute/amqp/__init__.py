@@ -13,27 +13,85 @@ Public API:
 - :class:`BindingWatcher`, :class:`Binding` -- the live bindings of an exchange.
 - :func:`publish` -- the body of ``rtroute publish``.
 """
-from rtroute.amqp.binding_watcher import Binding, BindingWatcher, WatcherState
-from rtroute.amqp.confirm_window import (
-    ConfirmWindow,
-    Outcome,
-    PublishFuture,
-    WindowClosed,
-    WindowFull,
-)
-from rtroute.amqp.connection import Backoff, ReconnectingConnection, connect_blocking
-from rtroute.amqp.declarations import Declaration, declare, declare_async, parse_declarations
-from rtroute.amqp.management import BindingInfo, ManagementClient, ManagementError, NotFound
-from rtroute.amqp.publish_tool import publish
-from rtroute.amqp.settle import Delivery, Settler
-from rtroute.amqp.uri import (
-    AmqpUri,
-    TlsOptions,
-    connection_parameters,
-    management_url,
-    mask_uri,
-    parse_uri,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what type checkers see (the package ships py.typed); at run time, below
+    from rtroute.amqp.binding_watcher import Binding, BindingWatcher, WatcherState
+    from rtroute.amqp.confirm_window import (
+        ConfirmWindow,
+        Outcome,
+        PublishFuture,
+        WindowClosed,
+        WindowFull,
+    )
+    from rtroute.amqp.connection import Backoff, ReconnectingConnection, connect_blocking
+    from rtroute.amqp.declarations import (
+        Declaration,
+        declare,
+        declare_async,
+        parse_declarations,
+    )
+    from rtroute.amqp.management import BindingInfo, ManagementClient, ManagementError, NotFound
+    from rtroute.amqp.publish_tool import publish
+    from rtroute.amqp.settle import Delivery, Settler
+    from rtroute.amqp.uri import (
+        AmqpUri,
+        TlsOptions,
+        connection_parameters,
+        management_url,
+        mask_uri,
+        parse_uri,
+    )
+
+# Lazy (PEP 562): the codecs (field_table, content_header) and the config need no pika, and
+# importing this package must not pull it in for them; each name loads its module when used.
+_SUBMODULE = {
+    "AmqpUri": "uri",
+    "Backoff": "connection",
+    "Binding": "binding_watcher",
+    "BindingInfo": "management",
+    "BindingWatcher": "binding_watcher",
+    "ConfirmWindow": "confirm_window",
+    "Declaration": "declarations",
+    "Delivery": "settle",
+    "ManagementClient": "management",
+    "ManagementError": "management",
+    "NotFound": "management",
+    "Outcome": "confirm_window",
+    "PublishFuture": "confirm_window",
+    "ReconnectingConnection": "connection",
+    "Settler": "settle",
+    "TlsOptions": "uri",
+    "WatcherState": "binding_watcher",
+    "WindowClosed": "confirm_window",
+    "WindowFull": "confirm_window",
+    "connect_blocking": "connection",
+    "connection_parameters": "uri",
+    "declare": "declarations",
+    "declare_async": "declarations",
+    "management_url": "uri",
+    "mask_uri": "uri",
+    "parse_declarations": "declarations",
+    "parse_uri": "uri",
+    "publish": "publish_tool",
+}
+
+
+def __getattr__(name: str) -> Any:
+    submodule = _SUBMODULE.get(name)
+    if submodule is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{submodule}"), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_SUBMODULE))
+
 
 __all__ = [
     "AmqpUri",

@@ -179,15 +179,6 @@ class BindingWatcher:
         """True once a first listing has been applied (stays True across reconnects)."""
         return self._ready
 
-    def add_listener(
-        self, on_add: Listener | None = None, on_remove: Listener | None = None
-    ) -> None:
-        """Register more binding callbacks (they do not see bindings already known)."""
-        if on_add:
-            self._add_listeners.append(on_add)
-        if on_remove:
-            self._remove_listeners.append(on_remove)
-
     def start(self, connection: Any) -> None:
         """Start (or, after a reconnect, resume) watching on an open SelectConnection.
 

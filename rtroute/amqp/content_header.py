@@ -456,11 +456,6 @@ class ContentHeader:
         """Removes every entry called one of ``names`` (the table stays, even if empty)."""
         self._entries = [(n, e) for n, e in self._table() if n not in names]
 
-    def rename_header(self, name: Any, new_name: Any) -> None:
-        """Renames the entries called ``name``, their values kept byte for byte."""
-        self._entries = [_renamed(new_name, e) if n == name else (n, e)
-                         for n, e in self._table()]
-
     def header_entries(self) -> list[tuple[Any, bytes]]:
         """Each header entry as ``(name, encoded entry)``, edits included."""
         return list(self._table())

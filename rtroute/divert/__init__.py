@@ -9,7 +9,7 @@ publishes::
     from rtroute.divert import DivertTable, Message, make_copy
 
     table = DivertTable(["prices"])
-    table.add(divert_config)                       # a rtroute.config.DivertConfig
+    table.add(divert_config)                       # a rtroute.divert.config.DivertConfig
     verdict = table.evaluate("prices", headers)    # .fired diverts, .original goes on?
     for d in verdict.fired:
         for address in d.forwarding_addresses:
@@ -20,6 +20,8 @@ publishes::
 - :mod:`rtroute.divert.copies`: the copy's headers (``_AMQ_ORIG_*``), routing types on RabbitMQ.
 - :mod:`rtroute.divert.message`: the :class:`Message` a transformer takes and returns.
 - :mod:`rtroute.divert.graph`: watched exchanges and the cycle check.
+- :mod:`rtroute.divert.config`: a ``[[divert]]`` table or an HTTP API body, validated (not
+  imported here: it needs the config reader).
 """
 from rtroute.divert.copies import (
     ANYCAST,

@@ -25,8 +25,9 @@ from collections.abc import Sequence
 from typing import Any, Callable
 
 from rtroute.shovel.config import RefusedShovel, ShovelConfig
+from rtroute.shovel.side import STOP_TIMEOUT
 from rtroute.shovel.status import StatusRegistry
-from rtroute.shovel.worker import STOP_TIMEOUT, ShovelWorker
+from rtroute.shovel.worker import ShovelWorker
 
 __all__ = ["ShovelExists", "ShovelRunner", "serve"]
 

@@ -46,34 +46,13 @@ from pika.adapters.select_connection import IOLoop
 from rtroute.amqp import parse_uri
 from rtroute.amqp.uri import AmqpUri
 from rtroute.shovel.config import ShovelConfig
-from rtroute.shovel.destination import (
-    INVALID_HEADERS,
-    METHOD_CACHE,
-    ROUTING_HEADER,
-    TIMESTAMP_HEADER,
-    UNLIMITED_WINDOW,
-    WRITE_BUFFER_HIGH,
-    WRITE_BUFFER_LOW,
-    forward_header_table,
-)
 from rtroute.shovel.message_filter import MessageFilter
 from rtroute.shovel.session import Session
 from rtroute.shovel.side import STOP_TIMEOUT, short_reason
-from rtroute.shovel.source import (
-    DLX_CHECK_TTL,
-    HOLD_DELAY,
-    PENDING_LIMIT,
-    REFUSED_LOG_INTERVAL,
-    RETRY_DELAY_MAX,
-)
-from rtroute.shovel.status import ShovelState, ShovelStatus, uri_without_credentials
+from rtroute.shovel.source import REFUSED_LOG_INTERVAL
+from rtroute.shovel.status import ShovelState, ShovelStatus
 
-__all__ = [
-    "DELETE_AFTER_DURATION_FLOOR", "DLX_CHECK_TTL", "HOLD_DELAY", "INVALID_HEADERS",
-    "METHOD_CACHE", "PENDING_LIMIT", "REFUSED_LOG_INTERVAL", "RETRY_DELAY_MAX", "ROUTING_HEADER",
-    "STOP_TIMEOUT", "TIMESTAMP_HEADER", "UNLIMITED_WINDOW", "WRITE_BUFFER_HIGH", "WRITE_BUFFER_LOW",
-    "ShovelWorker", "forward_header_table", "uri_without_credentials",
-]
+__all__ = ["DELETE_AFTER_DURATION_FLOOR", "ShovelWorker"]
 
 LOGGER = logging.getLogger("rtroute.shovel")
 

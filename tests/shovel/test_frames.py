@@ -8,8 +8,8 @@ from pika import frame as pika_frame
 
 from rtroute.amqp import frames
 from rtroute.shovel.commands import format_table
-from rtroute.shovel.status import ShovelState, StatusRegistry, scrub
-from rtroute.shovel.worker import forward_header_table, uri_without_credentials
+from rtroute.shovel.destination import forward_header_table
+from rtroute.shovel.status import ShovelState, StatusRegistry, scrub, uri_without_credentials
 
 from .conftest import shovel_config, toml_shovel
 
