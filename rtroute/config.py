@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -204,6 +205,11 @@ class ExchangeConfig:
             queues the messages are split into by a hash of their routing key (RabbitMQ's
             consistent hash exchange plugin): each shard has one active consumer, and the
             replicas of the sidecar share the shards (see :mod:`rtroute.sidecar.shards`).
+        archive_stream: a stream queue (RabbitMQ 3.9+) bound to ``NAME`` that keeps every
+            message published to the exchange, as published, for readers that replay it by
+            offset (``rtroute spark stream``) without taking it from anyone; None: none.
+        archive_arguments: its retention arguments (``x-max-age``, ``x-max-length-bytes``,
+            ``x-stream-max-segment-size-bytes``), passed to the broker as given.
     """
 
     name: str
@@ -216,6 +222,8 @@ class ExchangeConfig:
     bindings: list[BindingConfig] = field(default_factory=list)
     max_hops: int = 64
     shards: int = 0
+    archive_stream: str | None = None
+    archive_arguments: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ingress_queue(self) -> str:
@@ -480,11 +488,48 @@ def _parse_exchange(reader: TableReader) -> ExchangeConfig:
     bindings = _parse_bindings(reader)
     max_hops = reader.integer("max_hops", default=64, minimum=1, maximum=1000)
     shards = reader.integer("shards", default=0, minimum=0, maximum=MAX_SHARDS)
+    archive, archive_arguments = _parse_archive(reader, name)
     reader.finish()
     return ExchangeConfig(name=name, kind=kind, alternate_exchange=alternate, prefetch=prefetch,
                           ingress_queue_type=queue_type,
                           ingress_delivery_limit=delivery_limit, bcc_alias_header=bcc_alias,
-                          bindings=bindings, max_hops=max_hops, shards=shards)
+                          bindings=bindings, max_hops=max_hops, shards=shards,
+                          archive_stream=archive, archive_arguments=archive_arguments)
+
+
+# RabbitMQ's x-max-age: a positive integer and one unit (Years, Months, Days, hours, minutes,
+# seconds)
+_MAX_AGE = re.compile(r"[1-9][0-9]*[YMDhms]")
+_ARCHIVE_RETENTION = (("archive_max_age", "x-max-age"),
+                      ("archive_max_length_bytes", "x-max-length-bytes"),
+                      ("archive_max_segment_size_bytes", "x-stream-max-segment-size-bytes"))
+
+
+def _parse_archive(reader: TableReader, name: str) -> tuple[str | None, dict[str, Any]]:
+    """``archive_stream`` and its retention keys: the stream queue's name and arguments."""
+    archive = reader.string("archive_stream", default=None, empty=False)
+    check_amqp_name(reader, "archive_stream", archive)
+    if archive is not None and (archive.startswith(("amq.", "rtroute.")) or archive == name):
+        raise reader.error_at(("archive_stream",), f"archive_stream {archive!r} must not start "
+                              "with 'amq.' or 'rtroute.' (reserved) and must differ from the "
+                              "exchange's name")
+    arguments: dict[str, Any] = {}
+    max_age = reader.string("archive_max_age", default=None, empty=False)
+    if max_age is not None:
+        if not _MAX_AGE.fullmatch(max_age):
+            raise reader.error_at(("archive_max_age",), f"archive_max_age {max_age!r} is not "
+                                  "RabbitMQ's x-max-age: a number and one unit of Y, M, D, h, "
+                                  "m, s (e.g. \"7D\", \"12h\")")
+        arguments["x-max-age"] = max_age
+    for key, argument in _ARCHIVE_RETENTION[1:]:
+        value = reader.integer(key, default=None, minimum=1, maximum=2**63 - 1)
+        if value is not None:
+            arguments[argument] = value
+    given = [key for key, _ in _ARCHIVE_RETENTION if reader.has(key)]
+    if given and archive is None:
+        raise reader.error_at((given[0],), f"{given[0]} applies only to an archive stream "
+                              "(archive_stream = \"NAME.archive\")")
+    return archive, arguments
 
 
 def _parse_bindings(reader: TableReader) -> list[BindingConfig]:

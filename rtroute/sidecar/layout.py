@@ -1,8 +1,9 @@
 """What the sidecar declares on the broker (DESIGN.md's broker layout), per managed exchange
 ``NAME``: the exchange ``NAME`` (fanout, what publishers publish to), ``NAME.bindings`` (where
 applications bind), the durable single-active-consumer ingress queue ``rtroute.ingress.NAME``
-(or, sharded, ``NAME.shards`` and its queues ``rtroute.shard.NAME.0`` ...), and ``rtroute.dead``
-for the dead letters of every exchange.
+(or, sharded, ``NAME.shards`` and its queues ``rtroute.shard.NAME.0`` ...), the archive stream
+``archive_stream`` bound to ``NAME`` when the config names one, and ``rtroute.dead`` for the
+dead letters of every exchange.
 """
 from __future__ import annotations
 
@@ -82,6 +83,14 @@ def declarations_for(spec: ExchangeSpec, rtopic_bindings_type: str = "topic") ->
             # finds NAME bound to nothing
             {"method": "exchange.unbind", "destination": spec.shards_exchange,
              "source": spec.name, "routing_key": ""},
+        ]
+    if spec.archive_stream:
+        # every message published to NAME, as published, kept for readers by offset
+        decls += [
+            {"method": "queue.declare", "queue": spec.archive_stream, "durable": True,
+             "arguments": {"x-queue-type": "stream", **spec.archive_arguments}},
+            {"method": "queue.bind", "queue": spec.archive_stream, "exchange": spec.name,
+             "routing_key": ""},
         ]
     for b in spec.bindings:
         if b.destination_type == "queue":
