@@ -10,6 +10,10 @@ Public API (pyspark, pyarrow and pandas come with ``pip install 'rtroute[spark]'
 - :func:`read_messages` -- Parquet or JSON lines archives.
 - :func:`spark_progress`, :func:`progress_line` -- progress of the running stages.
 - :func:`drain` -- empty a RabbitMQ queue into Parquet files, acking only what is durably written.
+- :func:`register_stream_source` -- ``spark.readStream.format("rtroute-rabbitmq-stream")``:
+  RabbitMQ streams as a Spark streaming source (:mod:`rtroute.spark.stream_source`).
+- :func:`run_stream` -- route a stream micro-batch by micro-batch into Parquet, each message
+  exactly once (``rtroute spark stream``).
 
 Nothing heavy is imported with the package itself: ``rtroute.spark.commands`` (the click group)
 loads without pyspark or pyarrow, the names above load their module on first use, pyspark is
@@ -32,7 +36,10 @@ _EXPORTS = {
     "error_counts": "job",
     "progress_line": "job",
     "read_messages": "job",
+    "register_stream_source": "stream_source",
     "route": "job",
+    "run_stream": "stream_job",
+    "StreamRunStats": "stream_job",
     "spark_progress": "job",
     "summarize": "job",
     "summarize_diff": "job",
@@ -44,6 +51,7 @@ __all__ = [
     "DrainStats",
     "RouteStats",
     "RouteSummary",
+    "StreamRunStats",
     "binding_pairs",
     "destination_counts",
     "diff",
@@ -51,7 +59,9 @@ __all__ = [
     "error_counts",
     "progress_line",
     "read_messages",
+    "register_stream_source",
     "route",
+    "run_stream",
     "spark_progress",
     "summarize",
     "summarize_diff",

@@ -1,0 +1,307 @@
+"""``spark.readStream.format("rtroute-rabbitmq-stream")``: RabbitMQ streams as a Spark source.
+
+::
+
+    from rtroute.spark import register_stream_source
+    register_stream_source(spark)
+    messages = (spark.readStream.format("rtroute-rabbitmq-stream")
+                .option("uri", "amqp://guest:guest@127.0.0.1:5672/%2F")
+                .option("stream", "orders")             # or "orders-0,orders-1,orders-2"
+                .option("startingOffset", "first")      # last, next (default), 1200, a time
+                .option("maxRecordsPerTrigger", 10000)
+                .load())
+
+Options (names are case-insensitive):
+
+- ``uri`` (required): ``amqp://`` or ``amqps://`` (TLS keys in its query, as everywhere in
+  rtroute).
+- ``stream``: one stream or a comma-separated list (the partitions of a super stream, say);
+  ``streams`` is the same option.
+- ``startingOffset``: ``first``, ``last`` (the start of the last chunk), ``next`` (only what
+  is written from now on; the default), an offset, or an ISO 8601 time; or a JSON object giving
+  each stream its own. Used only by a new query: a restarted one goes on from its checkpoint.
+- ``maxRecordsPerTrigger``: at most this many offsets per micro-batch, shared between the
+  streams in proportion to what each has waiting. ``Trigger.AvailableNow`` honours it too
+  (several batches, then the query stops).
+- ``prefetch`` (default 2000): each reading consumer's ``basic.qos``.
+- ``tailWait`` (seconds, default 0.25): how long the tail probe waits for more of the last chunk.
+- ``offsetsPerPartition`` (default 50000): a stream's range in one batch is split into
+  partitions of this many offsets, read in parallel by the executors.
+- ``readTimeout`` (seconds, default 60): a partition fails (and Spark retries it) when no
+  message came for this long.
+
+Columns: those of a drained archive (``routing_key``, ``headers`` as lossless JSON, ``body``,
+``exchange``, the basic properties, ``redelivered``, ``drained_at``; see
+:mod:`rtroute.spark.archive`) plus ``stream`` and ``offset``, so :func:`rtroute.spark.route`
+applies unchanged. See :mod:`rtroute.spark.stream_consumer` for what a stream delivery holds.
+
+**How offsets work.** The source's offset is ``{"stream": next offset}``, kept by Spark in the
+query's checkpoint. For each micro-batch the driver probes each stream's tail (it consumes the
+last chunk from ``last``: a few messages, no others) and takes as the batch's end the tail, or
+less under ``maxRecordsPerTrigger``; Spark logs that end in the checkpoint before the batch
+runs. The executors then read exactly ``[start, end)`` of each stream, each partition with its
+own consumer starting at its first offset and stopping at its last: every offset below the end
+was seen to exist, so a replay after a crash reads the same messages. A restarted query thus
+neither skips nor repeats a message (with a sink that is itself exactly-once: the file sink, or
+``rtroute spark stream``'s per-batch directories).
+
+**Throughput.** The messages are read by the executors, one consumer per partition, in
+parallel: a partition reads at the rate of one Python consumer decoding every message without
+pika (10-18k msg/s measured here on 3.10.8 and 4.3.6; a plain pika consumer of a stream, about
+18k), and partitions scale until the broker is the limit. The driver costs each trigger one
+tail probe (at least ``tailWait`` seconds) plus Spark's own micro-batch overhead (about a second
+on two busy cores), so small micro-batches are dominated by that fixed cost: give them thousands
+of messages or more. Rejected: a ``SimpleDataSourceStreamReader``, which reads every message on
+the driver (one Python process for all streams, at most one consumer's rate) and needs an idle
+wait to end each batch; and the management API's ``messages``, which is a count refreshed every
+few seconds, not an offset.
+
+It needs pyspark 4.2 or later (read limits and ``Trigger.AvailableNow`` for Python sources);
+importing this module with an older one raises ImportError saying so. The reader pickles to
+the executors by reference: they import rtroute (as routing needs anyway; ``rtroute spark
+pack`` ships it).
+"""
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyspark
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+
+try:
+    from pyspark.sql.streaming.datasource import (
+        ReadAllAvailable,
+        ReadLimit,
+        ReadMaxRows,
+        SupportsTriggerAvailableNow,
+    )
+except ImportError:  # before 4.2, Python sources had neither read limits nor AvailableNow
+    raise ImportError(f"the rtroute-rabbitmq-stream source needs pyspark 4.2 or later, not "
+                      f"{pyspark.__version__}: pip install 'pyspark>=4.2'") from None
+
+from rtroute.spark.stream_consumer import (
+    ARROW_SCHEMA,
+    DEFAULT_PREFETCH,
+    StreamConnection,
+    StreamReadError,
+    parse_starts,
+    read_range,
+    resolve_starts,
+    tails,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.types import StructType
+
+__all__ = ["NAME", "RabbitMQStreamDataSource", "RabbitMQStreamReader", "StreamOptions",
+           "StreamPartition", "register_stream_source", "share_limit", "spark_schema"]
+
+NAME = "rtroute-rabbitmq-stream"
+
+
+def spark_schema() -> StructType:
+    """The source's columns as a Spark schema (:data:`ARROW_SCHEMA` in Spark's types)."""
+    from pyspark.sql import types as T
+
+    def spark_type(kind: pa.DataType) -> T.DataType:
+        if pa.types.is_timestamp(kind):
+            return T.TimestampType()
+        return {pa.string(): T.StringType(), pa.binary(): T.BinaryType(),
+                pa.bool_(): T.BooleanType(), pa.int32(): T.IntegerType(),
+                pa.int64(): T.LongType()}[kind]
+
+    return T.StructType([T.StructField(f.name, spark_type(f.type)) for f in ARROW_SCHEMA])
+
+
+_KNOWN = {name.lower(): name for name in (
+    "uri", "stream", "streams", "startingOffset", "maxRecordsPerTrigger", "prefetch", "tailWait",
+    "offsetsPerPartition", "readTimeout")}
+
+
+class StreamOptions:
+    """The source's options, checked (see the module docstring).
+
+    Raises:
+        ValueError: a missing ``uri`` or ``stream``, an unknown option, or a malformed value.
+    """
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        from rtroute.amqp import parse_uri
+
+        options = {k.lower(): v for k, v in options.items()}
+        unknown = sorted(set(options) - set(_KNOWN))
+        if unknown:
+            close = difflib.get_close_matches(unknown[0], _KNOWN.keys(), 1)
+            hint = f" (did you mean {_KNOWN[close[0]]}?)" if close else ""
+            raise ValueError(f"{NAME}: unknown option {unknown[0]!r}{hint}; the options are "
+                             + ", ".join(sorted(set(_KNOWN.values()))))
+        self.uri = options.get("uri") or ""
+        if not self.uri:
+            raise ValueError(f"{NAME}: the 'uri' option is required (amqp://... or amqps://...)")
+        parse_uri(self.uri)
+        text = options.get("stream") or options.get("streams") or ""
+        self.streams = tuple(dict.fromkeys(s.strip() for s in text.split(",") if s.strip()))
+        if not self.streams:
+            raise ValueError(f"{NAME}: the 'stream' option is required (one stream or a "
+                             "comma-separated list)")
+        self.starts = parse_starts(options.get("startingoffset"), self.streams)
+        self.max_records = _number(options, "maxrecordspertrigger", None, int, 1)
+        self.prefetch = _number(options, "prefetch", DEFAULT_PREFETCH, int, 1, 65535)
+        self.tail_wait = _number(options, "tailwait", 0.25, float, 0.01)
+        self.partition_offsets = _number(options, "offsetsperpartition", 50_000, int, 1)
+        self.read_timeout = _number(options, "readtimeout", 60.0, float, 0.1)
+
+
+def _number(options: Mapping[str, str], name: str, default: Any, kind: type,
+            low: float, high: float | None = None) -> Any:
+    text = options.get(name)
+    if text is None or str(text).strip() == "":
+        return default
+    try:
+        value = kind(str(text).strip())
+    except ValueError:
+        raise ValueError(f"{NAME}: option {name} must be a number, not {text!r}") from None
+    if value < low or (high is not None and value > high):
+        bound = f"from {low} to {high}" if high is not None else f"at least {low}"
+        raise ValueError(f"{NAME}: option {name} must be {bound}, not {text!r}")
+    return value
+
+
+class StreamPartition(InputPartition):
+    """Offsets ``[low, high)`` of one stream: one executor task, one consumer."""
+
+    def __init__(self, stream: str, low: int, high: int) -> None:
+        super().__init__((stream, low, high))
+        self.stream, self.low, self.high = stream, low, high
+
+
+def share_limit(backlog: Mapping[str, int], limit: int) -> dict[str, int]:
+    """How many offsets each stream may take when ``limit`` is less than the whole backlog:
+    shares proportional to each backlog, the remainder to the largest backlogs first, never
+    more than a stream has, in all exactly ``min(limit, total)``."""
+    total = sum(backlog.values())
+    if total <= limit:
+        return dict(backlog)
+    shares = {s: n * limit // total for s, n in backlog.items()}
+    left = limit - sum(shares.values())
+    for stream in sorted(backlog, key=lambda s: (shares[s] - backlog[s], s)):
+        if left <= 0:
+            break
+        if shares[stream] < backlog[stream]:
+            shares[stream] += 1
+            left -= 1
+    return shares
+
+
+class RabbitMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """The source's micro-batch reader (see the module docstring).
+
+    Its offsets, initial and latest, are found on the driver; :meth:`read` runs on the
+    executors. The driver's connection is opened on first use and never pickled.
+    """
+
+    def __init__(self, options: StreamOptions) -> None:
+        self.options = options
+        self._connection: StreamConnection | None = None
+        self._target: dict[str, int] | None = None
+        self._latest: dict[str, int] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"options": self.options, "_connection": None, "_target": None, "_latest": None}
+
+    def _driver_call(self, call: Any) -> Any:
+        """``call(connection)`` on the driver's connection, reconnecting once if it was lost
+        (it idles between triggers and may have missed its heartbeats)."""
+        for attempt in (1, 2):
+            if self._connection is None or not self._connection.is_open:
+                self._connection = StreamConnection(self.options.uri, "rtroute-stream-source")
+            try:
+                return call(self._connection)
+            except StreamReadError:
+                if attempt == 2 or self._connection.is_open:
+                    raise
+                self._connection = None
+        raise AssertionError("unreachable")
+
+    def _tails(self) -> dict[str, int]:
+        found = self._driver_call(lambda c: tails(c, self.options.streams,
+                                                  self.options.tail_wait))
+        self._latest = found
+        return found
+
+    def initialOffset(self) -> dict[str, int]:
+        return self._driver_call(lambda c: resolve_starts(c, self.options.starts,
+                                                          self.options.tail_wait))
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.options.max_records is None:
+            return ReadAllAvailable()
+        return ReadMaxRows(self.options.max_records)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = self._tails()
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict[str, int]:
+        start = self._checked(start)
+        found = self._target if self._target is not None else self._tails()
+        ends = {s: max(offset, found.get(s, offset)) for s, offset in start.items()}
+        if isinstance(limit, ReadMaxRows):
+            shares = share_limit({s: ends[s] - start[s] for s in start}, limit.max_rows)
+            ends = {s: start[s] + shares[s] for s in start}
+        return ends
+
+    def reportLatestOffset(self) -> dict[str, int] | None:
+        return self._latest
+
+    def _checked(self, offsets: dict) -> dict[str, int]:
+        if set(offsets) != set(self.options.streams):
+            raise ValueError(
+                f"{NAME}: the checkpoint holds offsets of the streams {sorted(offsets)}, the "
+                f"query reads {sorted(self.options.streams)}: use a new checkpoint location")
+        return {s: int(offsets[s]) for s in self.options.streams}
+
+    def partitions(self, start: dict, end: dict) -> Sequence[StreamPartition]:
+        start, end = self._checked(start), self._checked(end)
+        size = self.options.partition_offsets
+        return [StreamPartition(stream, low, min(low + size, end[stream]))
+                for stream in self.options.streams
+                for low in range(start[stream], end[stream], size)]
+
+    def read(self, partition: StreamPartition  # type: ignore[override]
+             ) -> Iterator[pa.RecordBatch]:
+        """The partition's messages, on an executor (see :func:`read_range`)."""
+        options = self.options
+        return read_range(options.uri, partition.stream, partition.low, partition.high,
+                          prefetch=options.prefetch, timeout=options.read_timeout)
+
+    def commit(self, end: dict) -> None:
+        """Nothing to do: a stream keeps its messages whatever its readers did."""
+
+    def stop(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
+
+class RabbitMQStreamDataSource(DataSource):
+    """The ``rtroute-rabbitmq-stream`` format (see the module docstring)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return NAME
+
+    def schema(self) -> StructType:
+        return spark_schema()
+
+    def streamReader(self, schema: StructType) -> RabbitMQStreamReader:
+        return RabbitMQStreamReader(StreamOptions(self.options))
+
+
+def register_stream_source(spark: SparkSession) -> None:
+    """Makes ``spark.readStream.format("rtroute-rabbitmq-stream")`` available in ``spark``."""
+    spark.dataSource.register(RabbitMQStreamDataSource)
+
