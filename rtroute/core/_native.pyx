@@ -4,7 +4,9 @@
 Each matcher keeps a Python list indexed by binding id (the C core hands out small dense ids
 and reuses them after removal) so that results come back as the original ``str`` objects.
 """
-from libc.stdint cimport uint32_t
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy
 
@@ -296,3 +298,140 @@ cdef class ForwardMatcher(_Matcher):
 
     def __cinit__(self, *args, **kwargs):
         self._new(RT_FORWARD)
+
+
+cdef extern from "amqp_frames.h":
+    ctypedef struct rt_scan_rules:
+        const uint32_t *methods
+        size_t n_methods
+        const uint16_t *channels
+        size_t n_channels
+        uint64_t limit
+        int check_end
+    ctypedef struct rt_frame:
+        size_t start, end
+        uint32_t method
+        uint16_t channel
+        uint8_t type
+        size_t name_start, name_end, header_end, content_end
+    int rt_frame_scan(const uint8_t *buf, size_t len, size_t pos, const rt_scan_rules *rules,
+                      rt_frame *out)
+    size_t rt_frame_repeats(const uint8_t *buf, size_t len, size_t pos, const uint8_t *head,
+                            size_t head_len, const uint8_t *rep, size_t rep_len,
+                            const rt_scan_rules *rules, uint8_t *out, size_t *count,
+                            size_t *out_len)
+
+cdef enum:
+    MAX_STOP_METHODS = 32
+    STACK_CHANNELS = 16
+
+
+cdef class FrameScanner:
+    """Finds the next AMQP frame a proxy must look at (see :mod:`rtroute.core.frames`).
+
+    Args:
+        methods: the method ids (``class << 16 | method``) whose frames stop a scan.
+        check_end: every frame must end with 0xCE (a client's), else the scan says so.
+    """
+    cdef uint32_t _methods[MAX_STOP_METHODS]
+    cdef size_t _n_methods
+    cdef int _check_end
+
+    def __init__(self, methods, bint check_end=False):
+        cdef list ids = list(methods)
+        if len(ids) > MAX_STOP_METHODS:
+            raise ValueError(f"at most {MAX_STOP_METHODS} stop methods")
+        for i, method in enumerate(ids):
+            self._methods[i] = method
+        self._n_methods = len(ids)
+        self._check_end = check_end
+
+    def scan(self, buf, Py_ssize_t pos, Py_ssize_t limit, tuple channels):
+        """Scans the frames of ``buf`` (bytes-like) from ``pos``; ``limit``: the largest frame
+        (0: any); a frame on one of ``channels`` stops the scan too.
+
+        Returns ``(result, start, end, type, channel, method, name, header_end, content_end,
+        head)``: ``result`` 1 (stop at the frame ``buf[start:end]``), 0 (none: ``start`` is
+        where the incomplete rest begins), -1 (the frame at ``start`` announces more than
+        ``limit``; it would end at ``end``) or -2 (the frame ``buf[start:end]`` does not end
+        with 0xCE); ``type``, ``channel``, ``method``, ``header_end`` and ``content_end`` as
+        ``rt_frame`` says; for a ``basic.publish``, ``name`` is its exchange name (None when
+        its fields do not lie within it) and ``head`` (when its content follows, complete)
+        ``buf[start:header_end]``, the publish frame and the content header frame, both as
+        ``bytes``, else None.
+        """
+        cdef Py_buffer view
+        cdef rt_scan_rules rules
+        cdef rt_frame frame
+        cdef uint16_t stack[STACK_CHANNELS]
+        cdef uint16_t *watched = stack
+        cdef Py_ssize_t n = len(channels), i
+        cdef int result
+        cdef const char *data
+        cdef object name = None, head = None
+        if pos < 0 or limit < 0:
+            raise ValueError("pos and limit must not be negative")
+        if n > STACK_CHANNELS:
+            watched = <uint16_t *>malloc(n * sizeof(uint16_t))
+            if watched == NULL:
+                raise MemoryError("rtroute core: out of memory")
+        try:
+            for i in range(n):
+                watched[i] = channels[i]
+            rules.methods = self._methods
+            rules.n_methods = self._n_methods
+            rules.channels = watched
+            rules.n_channels = n
+            rules.limit = limit
+            rules.check_end = self._check_end
+            PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+            try:
+                data = <const char *>view.buf
+                result = rt_frame_scan(<const uint8_t *>data, view.len, pos, &rules, &frame)
+                if frame.name_end:
+                    name = PyBytes_FromStringAndSize(data + frame.name_start,
+                                                     frame.name_end - frame.name_start)
+                if frame.content_end:
+                    head = PyBytes_FromStringAndSize(data + frame.start,
+                                                     frame.header_end - frame.start)
+            finally:
+                PyBuffer_Release(&view)
+        finally:
+            if watched != stack:
+                free(watched)
+        return (result, frame.start, frame.end, frame.type, frame.channel, frame.method, name,
+                frame.header_end, frame.content_end, head)
+
+    def repeats(self, buf, Py_ssize_t pos, Py_ssize_t limit, bytes head not None,
+                bytes replacement not None):
+        """The messages of ``buf`` from ``pos`` that repeat the one whose publish and content
+        header frames are ``head`` (see ``rt_frame_repeats``), each with ``head`` replaced
+        by ``replacement``: ``(end, count, data)``, ``data`` the bytes of the run rewritten
+        (``b""`` and ``end == pos`` when there is none); ``limit`` as :meth:`scan`'s."""
+        cdef Py_buffer view
+        cdef rt_scan_rules rules
+        cdef size_t count = 0, size = 0, end
+        cdef object data = b""
+        if pos < 0 or limit < 0:
+            raise ValueError("pos and limit must not be negative")
+        rules.methods = NULL
+        rules.n_methods = 0
+        rules.channels = NULL
+        rules.n_channels = 0
+        rules.limit = limit
+        rules.check_end = self._check_end
+        PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+        try:
+            end = rt_frame_repeats(<const uint8_t *>view.buf, view.len, pos,
+                                   <const uint8_t *><const char *>head, len(head),
+                                   <const uint8_t *><const char *>replacement, len(replacement),
+                                   &rules, NULL, &count, &size)
+            if count:
+                data = PyBytes_FromStringAndSize(NULL, size)
+                rt_frame_repeats(<const uint8_t *>view.buf, view.len, pos,
+                                 <const uint8_t *><const char *>head, len(head),
+                                 <const uint8_t *><const char *>replacement, len(replacement),
+                                 &rules, <uint8_t *>PyBytes_AS_STRING(data), &count, &size)
+        finally:
+            PyBuffer_Release(&view)
+        return end, count, data

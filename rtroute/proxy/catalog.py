@@ -95,9 +95,10 @@ class RTopic:
         self.wire_bindings = (name + BINDINGS_SUFFIX).encode("utf-8")
         self.router = ExchangeRouter(name, "rtopic")
         self.ready = asyncio.Event()
-        # (routing key, content header past its channel) -> the publish frame's rewritten
-        # pair, for messages without headers; emptied by every binding change
-        self.rewritten: dict[tuple[bytes, bytes], tuple[bytes, bytes]] = {}
+        # a client's basic.publish frame and content header frame, for messages without
+        # headers -> (the pair rewritten, the rewritten header's length); emptied by every
+        # binding change
+        self.rewritten: dict[bytes, tuple[bytes, int]] = {}
 
     def bind(self, destination: tuple[str, str], key: str, added: bool) -> None:
         self.rewritten.clear()

@@ -123,6 +123,7 @@ class _ClientProtocol(asyncio.Protocol):
         self.session = Session(self._server.catalog, transport,  # type: ignore[arg-type]
                                self._server.settings.bcc_alias, self._server.stats.refused)
         self._server.sessions.add(self.session)
+        self.data_received = self.session.client_data  # type: ignore[method-assign]
         asyncio.ensure_future(self._connect_broker(transport))
 
     async def _connect_broker(self, client: asyncio.BaseTransport) -> None:
@@ -174,6 +175,8 @@ class _BrokerProtocol(asyncio.Protocol):
         self._session = session
         self._client = client
         self.transport: asyncio.Transport = None  # type: ignore[assignment]
+        if session is not None:  # the session's own method: no call in between per read
+            self.data_received = session.broker_data  # type: ignore[method-assign]
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]

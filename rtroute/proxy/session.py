@@ -28,6 +28,15 @@ Broker to client: ``basic.deliver``, ``basic.get-ok`` and ``basic.return`` from 
 name ``NAME``; the answers to injected methods are swallowed. Synchronous methods of one channel
 are answered in order and clients wait for each answer (every client library does), so the
 answers a channel expects are a queue.
+
+Cost per message: both pumps walk their bytes with :class:`rtroute.core.frames.FrameScanner`
+(native), which passes over every frame that goes on as it is and stops only where this module
+has to look, so pass-through frames cost no Python. A publish to an x-rtopic exchange that
+arrives whole with its content is handled at one stop; a message without headers whose publish
+and header were rewritten before takes its rewrite from the exchange's cache, and so do the
+messages right after it that repeat them byte for byte, in one native call. Anything else (a
+message cut between reads, headers to edit, a channel closing) takes the frame-by-frame path,
+which gives the same bytes (``tests/proxy/test_session_pumps.py`` checks it).
 """
 from __future__ import annotations
 
@@ -38,6 +47,7 @@ import logging
 from typing import Any, Callable
 
 from rtroute.amqp.content_header import FLAG_HEADERS, FLAGS_OFFSET, ContentHeader
+from rtroute.core.frames import SCAN_BAD_END, SCAN_STOP, SCAN_TOO_LARGE, FrameScanner
 from rtroute.proxy import wire
 from rtroute.proxy.catalog import (
     BINDINGS_SUFFIX,
@@ -59,6 +69,16 @@ _CLIENT_METHODS = frozenset((
     wire.EXCHANGE_DECLARE, wire.EXCHANGE_DELETE, wire.EXCHANGE_BIND, wire.EXCHANGE_UNBIND,
     wire.QUEUE_BIND, wire.QUEUE_UNBIND))  # basic.publish: inline in _pump_client
 _RENAMED = frozenset((wire.BASIC_DELIVER, wire.BASIC_GET_OK, wire.BASIC_RETURN))
+# what stops a scan of the client's frames, without and with x-rtopic exchanges in its vhost
+# (then every basic.publish: its exchange is looked up); every frame of a channel that holds
+# a publish for its header, or is being closed, stops it too
+_CLIENT_SCANNERS = (FrameScanner(sorted(_CLIENT_METHODS), check_end=True),
+                    FrameScanner(sorted(_CLIENT_METHODS | {_BASIC_PUBLISH}), check_end=True))
+# of the broker's: channel.close always, the deliveries to rename when there is an x-rtopic
+# exchange; every frame of a channel that waits for answers, or is being closed
+_BROKER_SCANNERS = (FrameScanner([wire.CHANNEL_CLOSE]),
+                    FrameScanner(sorted(_RENAMED | {wire.CHANNEL_CLOSE})))
+_HEADERS_BIT = FLAG_HEADERS >> 8  # in the content header's first flags octet
 _REPLIES = {wire.EXCHANGE_BIND: wire.EXCHANGE_BIND_OK, wire.EXCHANGE_UNBIND: wire.EXCHANGE_UNBIND_OK,
             wire.QUEUE_BIND: wire.QUEUE_BIND_OK, wire.QUEUE_UNBIND: wire.QUEUE_UNBIND_OK}
 _EMPTY_TABLE = b"\x00\x00\x00\x00"
@@ -124,8 +144,8 @@ class Session:
         self.frame_max = DEFAULT_FRAME_MAX
         self.rewritten = 0  # publishes sent to a NAME.bindings
         self._expected: dict[int, collections.deque[_Expected]] = {}
-        # channel -> (exchange, routing key, publish bits) of a publish held for its header
-        self._publishing: dict[int, tuple[RTopic, bytes, int]] = {}
+        # channel -> (exchange, its basic.publish frame) of a publish held for its header
+        self._publishing: dict[int, tuple[RTopic, bytes]] = {}
         self._closing: dict[int, list[bool]] = {}  # channel -> [client ok, broker ok]
         self._closed_by_broker: dict[int, asyncio.Event] = {}
         self._refusal: str | None = None  # why the broker cannot be reached (see refuse())
@@ -225,6 +245,13 @@ class Session:
             self._client.pause_reading()
 
     def broker_data(self, data: bytes) -> None:
+        # most reads (confirms, deliveries of plain exchanges) are whole frames that pass as
+        # they are: written on without a copy (the scan stops before the end of data at a
+        # frame to look at, or at an incomplete one)
+        if not self._from_broker and self._broker_started and not self._closed and \
+                self._broker_scan(data, 0)[1] == len(data):
+            self._client.write(data)
+            return
         self._from_broker += data
         self._pump_broker()
 
@@ -250,7 +277,7 @@ class Session:
         if self._held or self._closed:
             return
         buf = self._from_client
-        out: list[bytes] = []
+        out: list[bytes | memoryview] = []
         pos = 0
         if not self._protocol_header:
             if len(buf) < 8:
@@ -258,54 +285,73 @@ class Session:
             out.append(bytes(buf[:8]))
             pos = self._protocol_header = 8
         run = pos  # start of the bytes passed on as they are
-        end = len(buf)
         closing = self._closing
         publishing = self._publishing
         rtopics = self.catalog.exchanges if self.catalog is not None else None
         view = memoryview(buf)
         limit = self.frame_max if self._tuned else wire.PRE_TUNE_FRAME_MAX
+        data = b""
         try:
-            while end - pos >= 7:
-                size = _U32(buf, pos + 3)[0] + 8
-                if size > limit:
-                    self._frame_too_large(size)
-                    return
-                frame_end = pos + size
-                if frame_end > end:
-                    break
-                if buf[frame_end - 1] != wire.FRAME_END:
-                    self._fail(501, "FRAME_ERROR - rtroute proxy: a frame of the client does "
-                                    f"not end with 0xCE (got 0x{buf[frame_end - 1]:02X})",
-                               "frame_error")
-                    return
-                kind = buf[pos]
-                channel = _U16(buf, pos + 1)[0]
+            while True:
+                # the scanner passes over every frame that goes on as it is (see
+                # _CLIENT_SCANNERS) and stops at the next one to look at
+                scanner = _CLIENT_SCANNERS[bool(rtopics)]
+                (result, pos, frame_end, kind, channel, method, name, header_end, _content_end,
+                 head) = scanner.scan(buf, pos, limit, (*publishing, *closing)
+                                      if publishing or closing else ())
+                if result != SCAN_STOP:
+                    if result == SCAN_TOO_LARGE:
+                        self._frame_too_large(frame_end - pos)
+                        return
+                    if result == SCAN_BAD_END:
+                        self._fail(501, "FRAME_ERROR - rtroute proxy: a frame of the client "
+                                        "does not end with 0xCE (got "
+                                        f"0x{buf[frame_end - 1]:02X})", "frame_error")
+                        return
+                    break  # pos: where an incomplete frame begins
                 if kind == wire.FRAME_METHOD:
-                    method = _U32(buf, pos + 7)[0]
                     if method == _BASIC_PUBLISH and channel not in closing:
                         # the hot path, inline: a publish to an exchange that is no x-rtopic
-                        # passes as it is; one to an x-rtopic waits for its header (and first,
-                        # the stream waits until that exchange's bindings are known)
-                        name_end = pos + 14 + buf[pos + 13]
-                        exchange = rtopics.get(bytes(buf[pos + 14:name_end])) \
-                            if rtopics else None
+                        # (or a malformed one: the broker refuses it) passes as it is; one to
+                        # an x-rtopic is rewritten with its header (and first, the stream waits
+                        # until that exchange's bindings are known)
+                        exchange = rtopics.get(name) if name is not None else None
                         if exchange is None:
                             pos = frame_end
                             continue
                         if run < pos:
-                            out.append(view[run:pos].tobytes())
+                            out.append(view[run:pos])
                         run = pos
+                        if head is not None and channel not in publishing:
+                            # the whole message is here: one rewrite of its publish and
+                            # header (cached for a message without headers; an exchange with
+                            # cached rewrites is ready), its body as is; so for the messages
+                            # right after it that repeat its publish and header
+                            if not head[frame_end - pos + FLAGS_OFFSET] & _HEADERS_BIT:
+                                cached = exchange.rewritten.get(head)
+                                if cached is not None and self.frame_max >= cached[1]:
+                                    end, count, repeated = scanner.repeats(
+                                        buf, pos, limit, head, cached[0])
+                                    out.append(repeated)
+                                    self.rewritten += count
+                                    run = pos = end
+                                    continue
+                            if not exchange.ready.is_set():
+                                self._hold(functools.partial(self._exchange_ready, exchange))
+                                break  # this frame again when the wait is over
+                            publishing[channel] = (exchange, head[:frame_end - pos])
+                            self._route(channel, head[frame_end - pos:], out)
+                            run = pos = header_end  # the body frames: as is (or void if the
+                            continue                # channel was closed instead)
                         if not exchange.ready.is_set():
                             self._hold(functools.partial(self._exchange_ready, exchange))
                             break  # this frame again when the wait is over
-                        key_end = name_end + 1 + buf[name_end]
-                        publishing[channel] = (exchange, bytes(buf[name_end + 1:key_end]),
-                                               buf[key_end])
+                        publishing[channel] = (exchange, bytes(view[pos:frame_end]))
                         run = pos = frame_end
                         continue
                     if method in _CLIENT_METHODS or channel in closing:
                         if run < pos:
-                            out.append(view[run:pos].tobytes())
+                            out.append(view[run:pos])
                         run = pos
                         payload = view[pos + 7:frame_end - 1].tobytes()
                         if not self._client_method(channel, method, payload, out):
@@ -318,23 +364,26 @@ class Session:
                         continue
                 elif channel in publishing or channel in closing:
                     if run < pos:
-                        out.append(view[run:pos].tobytes())
+                        out.append(view[run:pos])
                     run = frame_end
                     if channel in closing:
                         pass  # the rest of a refused publish
                     elif kind == wire.FRAME_HEADER:
-                        self._route(channel, bytes(buf[pos:frame_end]), out)
+                        self._route(channel, bytes(view[pos:frame_end]), out)
                     else:
-                        out.append(view[pos:frame_end].tobytes())
+                        out.append(view[pos:frame_end])
                 pos = frame_end
             if run < pos:
-                out.append(view[run:pos].tobytes())
+                out.append(view[run:pos])
+            if out:
+                data = b"".join(out)
         finally:
+            out.clear()  # the slices of view go before the buffer is cut
             view.release()
             if not self._closed:
                 del buf[:pos]
-        if out and self._broker is not None and not self._closed:
-            self._broker.write(b"".join(out))
+        if data and self._broker is not None and not self._closed:
+            self._broker.write(data)
 
     def _client_method(self, channel: int, method: int, payload: bytes, out: list[bytes]) -> bool:
         """Handles one method frame of the client; False: hold the stream, frame unconsumed."""
@@ -494,10 +543,11 @@ class Session:
 
     def _route(self, channel: int, header: bytes, out: list[bytes]) -> None:
         """The content header of a publish to an x-rtopic exchange: route, rewrite, send."""
-        exchange, routing_key, bits = self._publishing.pop(channel)
-        plain = not header[FLAGS_OFFSET] & (FLAG_HEADERS >> 8)
-        if plain:  # no headers: the same key, bits and properties are rewritten alike
-            cache_key = (channel, routing_key, bits, header[3:])
+        exchange, publish = self._publishing.pop(channel)
+        routing_key, bits = wire.publish_key_and_bits(publish)
+        plain = not header[FLAGS_OFFSET] & _HEADERS_BIT
+        if plain:  # no headers: the same publish and properties are rewritten alike
+            cache_key = publish + header
             cached = exchange.rewritten.get(cache_key)
             if cached is not None and self.frame_max >= cached[1]:
                 out.append(cached[0])
@@ -586,37 +636,43 @@ class Session:
 
     # -- broker to client ----------------------------------------------------------------------
 
+    def _broker_scan(self, data: bytes | bytearray, pos: int) -> tuple[int, ...]:
+        """The next frame of the broker's ``data`` from ``pos`` to look at (see
+        :data:`_BROKER_SCANNERS`)."""
+        expected, closing = self._expected, self._closing
+        catalog = self.catalog
+        return _BROKER_SCANNERS[catalog is not None and bool(catalog.by_bindings)].scan(
+            data, pos, 0, (*expected, *closing) if expected or closing else ())
+
     def _pump_broker(self) -> None:
         if self._closed:
             return
         buf = self._from_broker
-        out: list[bytes] = []
+        out: list[bytes | memoryview] = []
         pos = run = 0
-        end = len(buf)
         expected = self._expected
         closing = self._closing
         catalog = self.catalog
         renames = catalog.by_bindings if catalog is not None else {}
         view = memoryview(buf)
+        data = b""
         try:
             if not self._broker_started:
                 self._broker_started = True
                 if buf.startswith(b"AMQP"):  # the broker refuses the protocol version
-                    pos = end  # passed on as is
-            while end - pos >= 7:
-                frame_end = pos + _U32(buf, pos + 3)[0] + 8
-                if frame_end > end:
-                    break
-                if buf[pos] == wire.FRAME_METHOD:
-                    channel = _U16(buf, pos + 1)[0]
-                    method = _U32(buf, pos + 7)[0]
+                    pos = len(buf)  # passed on as is
+            while True:
+                result, pos, frame_end, kind, channel, method = self._broker_scan(buf, pos)[:6]
+                if result != SCAN_STOP:
+                    break  # pos: where an incomplete frame begins
+                if kind == wire.FRAME_METHOD:
                     if method in _RENAMED and renames:
                         start = wire.exchange_position(method, view[pos + 7:frame_end - 1])
                         name_at = pos + 7 + start
                         exchange = renames.get(bytes(buf[name_at + 1:name_at + 1 + buf[name_at]]))
                         if exchange is not None:
                             if run < pos:
-                                out.append(view[run:pos].tobytes())
+                                out.append(view[run:pos])
                             out.append(wire.rename_exchange(
                                 channel, view[pos + 7:frame_end - 1].tobytes(), start,
                                 exchange.wire_name))
@@ -624,21 +680,24 @@ class Session:
                     elif channel in expected or channel in closing or \
                             method == wire.CHANNEL_CLOSE:
                         if run < pos:
-                            out.append(view[run:pos].tobytes())
+                            out.append(view[run:pos])
                         run = frame_end
                         self._broker_method(channel, method, view[pos:frame_end].tobytes(), out)
-                elif closing and _U16(buf, pos + 1)[0] in closing:
+                elif channel in closing:
                     if run < pos:
-                        out.append(view[run:pos].tobytes())
+                        out.append(view[run:pos])
                     run = frame_end
                 pos = frame_end
             if run < pos:
-                out.append(view[run:pos].tobytes())
+                out.append(view[run:pos])
+            if out:
+                data = b"".join(out)
         finally:
+            out.clear()  # the slices of view go before the buffer is cut
             view.release()
             del buf[:pos]
-        if out:
-            self._client.write(b"".join(out))
+        if data:
+            self._client.write(data)
 
     def _broker_method(self, channel: int, method: int, frame: bytes, out: list[bytes]) -> None:
         if channel in self._closing:

@@ -24,6 +24,7 @@ __all__ = [
     "parse_bind",
     "parse_declare",
     "parse_delete",
+    "publish_key_and_bits",
     "rename_exchange",
 ]
 
@@ -196,6 +197,14 @@ def bind(channel: int, destination: bytes, source: bytes, routing_key: bytes) ->
 def publish(channel: int, exchange: bytes, routing_key: bytes, bits: int) -> bytes:
     return method_frame(channel, BASIC_PUBLISH, b"\x00\x00" + shortstr(exchange) +
                         shortstr(routing_key) + bytes((bits,)))
+
+
+def publish_key_and_bits(frame: bytes) -> tuple[bytes, int]:
+    """The routing key and the bits octet of the ``basic.publish`` method ``frame`` (whole,
+    its fields within it: see :mod:`rtroute.core.frames`)."""
+    key_at = 14 + frame[13]
+    key_end = key_at + 1 + frame[key_at]
+    return frame[key_at + 1:key_end], frame[key_end]
 
 
 def channel_close(channel: int, code: int, text: str, failing_method: int) -> bytes:

@@ -21,7 +21,6 @@ from rtroute.config_lines import (
 from rtroute.shovel.erlang_terms import ErlangSyntaxError, parse
 from rtroute.shovel.importers import from_definitions, from_erlang_config
 
-
 #: cases whose linear run takes over a second here (1.2 s on 2 idle cores): a deadline with
 #: room for a loaded CI machine, still far below their quadratic run (200,000 strings joined
 #: one by one copy ~160 GB)
