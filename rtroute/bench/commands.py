@@ -101,29 +101,68 @@ def bench_shovel(count: int, uri: str, json_path: str | None) -> None:
 @click.option("--bindings", default=10_000, show_default=True, type=click.IntRange(1))
 @click.option("--master", default="local[2]", show_default=True)
 @click.option("--repeats", default=3, show_default=True, type=click.IntRange(1),
-              help="Runs of each full-archive pipeline; the best counts.")
+              help="Runs of each full-archive pipeline (and stream reader); the best counts.")
 @click.option("--reference-sample", default=2_000, show_default=True, type=click.IntRange(0),
               help="Rows for the footnote row UDF over reference.py (0 to skip).")
 @click.option("--native-row-sample", default=200_000, show_default=True,
               type=click.IntRange(0), help="Rows for the row UDF over the native core (0 to skip).")
+@click.option("--stream-uri", default=None, metavar="URI",
+              help="Also fill a RabbitMQ stream on this broker and measure the streaming route "
+                   "beside the batch route and a plain stream consumer (RTROUTE_URI is not "
+                   "read for it).  [default: no stream rows]")
+@click.option("--stream-messages", default=100_000, show_default=True, type=click.IntRange(1),
+              help="Messages in the stream (with --stream-uri).")
+@click.option("--stream-only", is_flag=True,
+              help="With --stream-uri: skip the batch pipelines, measure only the stream rows.")
 @json_option
 def bench_spark(messages: int, bindings: int, master: str, repeats: int, reference_sample: int,
-                native_row_sample: int, json_path: str | None) -> None:
+                native_row_sample: int, stream_uri: str | None, stream_messages: int,
+                stream_only: bool, json_path: str | None) -> None:
     """Arrow batches + native core vs a Python dict trie as a row UDF, a pandas UDF and in
-    mapInArrow, and a no-op matcher, on Spark; every baseline's output is checked."""
-    from rtroute.bench.spark import ResultMismatch, json_rows, run
+    mapInArrow, and a no-op matcher, on Spark; every baseline's output is checked.
 
+    \b
+    With --stream-uri, also the streaming route (`spark stream --available-now`) beside the
+    batch `spark route`, a plain pika stream consumer and rtroute's stream reader, on the
+    same messages in a fresh stream (deleted after):
+      rtroute bench spark --stream-only --stream-uri amqp://guest:guest@127.0.0.1:5672/%2F \\
+        --stream-messages 50000
+    """
+    from rtroute.bench.spark import ResultMismatch, json_rows, run
+    from rtroute.bench.spark_stream import StreamBenchError
+
+    if stream_only and stream_uri is None:
+        raise click.UsageError("--stream-only needs --stream-uri")
+    parameters: dict[str, Any] = {"bindings": bindings, "master": master, "repeats": repeats}
+    rows: list[dict] = []
     try:
-        result = run(messages=messages, bindings=bindings, master=master, echo=click.echo,
-                     repeats=repeats, reference_sample=reference_sample,
-                     native_row_sample=native_row_sample)
-    except ResultMismatch as exc:
+        if not stream_only:
+            result = run(messages=messages, bindings=bindings, master=master, echo=click.echo,
+                         repeats=repeats, reference_sample=reference_sample,
+                         native_row_sample=native_row_sample)
+            parameters.update({
+                "messages": messages, "bindings": result["bindings"],
+                "reference_sample": reference_sample, "native_row_sample": native_row_sample,
+                "spark": result["spark_version"], "mix": result["mix"]})
+            rows += json_rows(result)
+        if stream_uri is not None:
+            from rtroute.bench import spark_stream
+            from rtroute.spark.stream_consumer import StreamReadError
+
+            click.echo("")
+            try:
+                streamed = spark_stream.run(stream_uri, messages=stream_messages,
+                                            bindings=bindings, master=master, repeats=repeats,
+                                            echo=click.echo)
+            except StreamReadError as exc:
+                raise StreamBenchError(str(exc)) from None
+            parameters.update({"stream_messages": stream_messages,
+                               "bindings": streamed["bindings"],
+                               "spark": streamed["spark_version"], "mix": streamed["mix"]})
+            rows += spark_stream.json_rows(streamed)
+    except (ResultMismatch, StreamBenchError) as exc:
         raise click.ClickException(str(exc)) from None
-    _save(json_path, "spark",
-          {"messages": messages, "bindings": result["bindings"], "master": master,
-           "repeats": repeats, "reference_sample": reference_sample,
-           "native_row_sample": native_row_sample, "spark": result["spark_version"],
-           "mix": result["mix"]}, json_rows(result))
+    _save(json_path, "spark", parameters, rows, uri=stream_uri)
 
 
 @bench.command("divert")

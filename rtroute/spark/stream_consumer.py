@@ -22,9 +22,12 @@ Facts measured on RabbitMQ 3.10.8, 4.0.5 and 4.3.6 that this module relies on:
 - A timestamp start is chunk-granular: it may also give messages written shortly before it.
 - A delivery carries no other broker header (no chunk timestamp): the ``timestamp`` column is
   the publisher's ``timestamp`` property. ``redelivered`` is always false.
+- A stream does not keep every header: array and table values are dropped (3.10.8: all, ``CC``
+  included; 4.x: all but ``CC`` and names starting with ``x-``), a byte array comes back as a
+  long string on 4.x, an unset delivery mode as 1 on 4.x (docs/spark.md has the list).
 
 The rows have the columns of a drained archive (:mod:`rtroute.spark.archive`) plus ``stream``
-and ``offset``; ``headers`` is the table as published, without the broker's
+and ``offset``; ``headers`` is the table as the stream gives it back, without the broker's
 ``x-stream-offset`` (null when that was its only entry); ``drained_at`` is when this reader
 received the message (a replayed range gets new times).
 """

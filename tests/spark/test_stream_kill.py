@@ -75,7 +75,7 @@ def test_sigterm_then_kill_9_mid_batch_then_restart_write_each_message_exactly_o
         log = tmp_path / "first.log"
         process = start(log)
         try:
-            wait_for(lambda: _wrote_a_batch(log, process), timeout=300, interval=0.2)
+            wait_for(lambda: _wrote_a_batch(log, process), timeout=600, interval=0.2)
             assert process.poll() is None, log.read_text()
             process.send_signal(signal.SIGTERM)
             assert process.wait(120) == 0, log.read_text()[-3000:]
@@ -92,7 +92,7 @@ def test_sigterm_then_kill_9_mid_batch_then_restart_write_each_message_exactly_o
         log = tmp_path / "second.log"
         process = start(log)
         try:
-            wait_for(lambda: _wrote_a_batch(log, process), timeout=300, interval=0.2)
+            wait_for(lambda: _wrote_a_batch(log, process), timeout=600, interval=0.2)
             assert process.poll() is None, log.read_text()
             running = wait_for(lambda: _in_flight(checkpoint), timeout=60, interval=0.01)
             os.killpg(process.pid, signal.SIGKILL)
@@ -105,7 +105,7 @@ def test_sigterm_then_kill_9_mid_batch_then_restart_write_each_message_exactly_o
         assert first < second and len(second) < COUNT // 500
 
         # 3. started again, it finishes: every message once
-        again = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600,
+        again = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900,
                                check=False)
         assert again.returncode == 0, again.stderr[-3000:]
         assert "| messages " in again.stdout
