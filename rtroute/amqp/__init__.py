@@ -20,13 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what type checkers see (the package ships py.typed); at run time, below
     from rtroute.amqp.binding_watcher import Binding, BindingWatcher, WatcherState
-    from rtroute.amqp.confirm_window import (
-        ConfirmWindow,
-        Outcome,
-        PublishFuture,
-        WindowClosed,
-        WindowFull,
-    )
+    from rtroute.amqp.confirm_future import Outcome, PublishFuture, WindowClosed, WindowFull
+    from rtroute.amqp.confirm_window import ConfirmWindow
     from rtroute.amqp.connection import Backoff, ReconnectingConnection, connect_blocking
     from rtroute.amqp.declarations import (
         Declaration,
@@ -60,14 +55,14 @@ _SUBMODULE = {
     "ManagementClient": "management",
     "ManagementError": "management",
     "NotFound": "management",
-    "Outcome": "confirm_window",
-    "PublishFuture": "confirm_window",
+    "Outcome": "confirm_future",
+    "PublishFuture": "confirm_future",
     "ReconnectingConnection": "connection",
     "Settler": "settle",
     "TlsOptions": "uri",
     "WatcherState": "binding_watcher",
-    "WindowClosed": "confirm_window",
-    "WindowFull": "confirm_window",
+    "WindowClosed": "confirm_future",
+    "WindowFull": "confirm_future",
     "connect_blocking": "connection",
     "connection_parameters": "uri",
     "declare": "declarations",

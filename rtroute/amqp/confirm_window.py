@@ -11,6 +11,9 @@ RabbitMQ's confirm rules, which :class:`ConfirmWindow` follows:
 - when the channel or its connection closes, unsettled publishes have no outcome from the broker:
   they are reported :attr:`Outcome.FAILED` (the message may or may not have been routed).
 
+The outcome types (:class:`Outcome`, :class:`PublishFuture`, :class:`WindowFull`,
+:class:`WindowClosed`) live in :mod:`rtroute.amqp.confirm_future` and are importable from here.
+
 Use it from a ``SelectConnection`` ioloop (callbacks run in the ioloop thread; a full window
 raises :class:`WindowFull` and ``on_writable`` says when to go on), or with a
 ``BlockingConnection`` channel (publishing into a full window then processes I/O until there is
@@ -26,138 +29,20 @@ room, and :meth:`PublishFuture.result` processes I/O while it waits)::
 from __future__ import annotations
 
 import collections
-import enum
 import logging
-import threading
 import time
 from typing import Any, Callable
 
 import pika
 from pika.adapters.blocking_connection import BlockingChannel
 
+from rtroute.amqp.confirm_future import Outcome, PublishFuture, Waits, WindowClosed, WindowFull
 from rtroute.amqp.frames import emit
 from rtroute.amqp.pika_internals import blocking_channel_impl
 
 __all__ = ["ConfirmWindow", "Outcome", "PublishFuture", "WindowClosed", "WindowFull"]
 
 LOGGER = logging.getLogger(__name__)
-
-
-class Outcome(enum.Enum):
-    """How the broker settled one publish."""
-
-    ACKED = "acked"
-    """The broker took responsibility for the message (routed, or unroutable and not mandatory)."""
-    NACKED = "nacked"
-    """The broker could not take it (e.g. a queue with ``x-overflow=reject-publish`` is full)."""
-    RETURNED = "returned"
-    """``mandatory`` and no queue took it: a ``basic.return`` came, then the ack."""
-    FAILED = "failed"
-    """The channel or connection closed before the broker settled it."""
-
-
-class WindowFull(RuntimeError):
-    """``publish`` on a window with no free slot (SelectConnection); wait for ``on_writable``."""
-
-
-class WindowClosed(RuntimeError):
-    """``publish`` after the channel closed; the message was not sent."""
-
-
-class PublishFuture:
-    """The pending outcome of one publish; also what completion callbacks receive.
-
-    Attributes:
-        delivery_tag: the publish's sequence number on the channel (from 1).
-        outcome: an :class:`Outcome`, or ``None`` while in flight.
-        reply_code, reply_text: from ``basic.return`` when the outcome is ``RETURNED``.
-        reason: why the outcome is ``FAILED`` (the channel's close reason).
-        context: whatever the caller passed to :meth:`ConfirmWindow.publish`.
-        published_at, settled_at: ``time.perf_counter()`` values.
-    """
-
-    __slots__ = (
-        "_body",
-        "_callbacks",
-        "_window",
-        "context",
-        "delivery_tag",
-        "exchange",
-        "mandatory",
-        "outcome",
-        "published_at",
-        "reason",
-        "reply_code",
-        "reply_text",
-        "routing_key",
-        "settled_at",
-    )
-
-    def __init__(
-        self,
-        window: ConfirmWindow,
-        delivery_tag: int,
-        exchange: str,
-        routing_key: str,
-        body: bytes | Callable[[], bytes] | None,
-        mandatory: bool,
-        callback: Callable[[PublishFuture], Any] | None,
-        context: Any,
-    ) -> None:
-        self._window = window
-        self.delivery_tag = delivery_tag
-        self.exchange = exchange
-        self.routing_key = routing_key
-        self._body = body
-        self.mandatory = mandatory
-        self._callbacks = [callback] if callback is not None else None
-        self.context = context
-        self.outcome: Outcome | None = None
-        self.reply_code: int | None = None
-        self.reply_text: str | None = None
-        self.reason: str | None = None
-        self.published_at = time.perf_counter()
-        self.settled_at: float | None = None
-
-    def done(self) -> bool:
-        """True once the publish has an outcome."""
-        return self.outcome is not None
-
-    @property
-    def latency(self) -> float | None:
-        """Seconds from publish to outcome, or None while in flight."""
-        if self.settled_at is None:
-            return None
-        return self.settled_at - self.published_at
-
-    def add_done_callback(self, callback: Callable[[PublishFuture], Any]) -> None:
-        """Call ``callback(self)`` when settled (at once if already settled)."""
-        if self.outcome is not None:
-            callback(self)
-        elif self._callbacks is None:
-            self._callbacks = [callback]
-        else:
-            self._callbacks.append(callback)
-
-    def result(self, timeout: float | None = None) -> Outcome:
-        """Wait for the outcome and return it.
-
-        With a BlockingConnection channel this processes the connection's I/O while it waits
-        (call it from the connection's thread). With a SelectConnection call it from another
-        thread only: the ioloop thread settles the future.
-
-        Raises:
-            TimeoutError: no outcome within ``timeout`` seconds.
-        """
-        if self.outcome is None:
-            self._window._wait(self.done, timeout)
-            if self.outcome is None:
-                raise TimeoutError(f"publish #{self.delivery_tag} not settled in {timeout} s")
-        return self.outcome
-
-    def __repr__(self) -> str:
-        state = self.outcome.name if self.outcome else "in flight"
-        return f"<PublishFuture #{self.delivery_tag} {state}>"
 
 
 class ConfirmWindow:
@@ -218,8 +103,8 @@ class ConfirmWindow:
         self._frames: list[bytes] = []  # publish_frames data not yet written
         self._frame_count = 0
         self._flush_scheduled = False
-        self._condition = threading.Condition()
-        self._waiters = 0
+        self._waits = Waits(channel.connection if self._blocking else None,
+                            lambda: self._closed_reason is not None)
         self.published = 0
         self.acked = 0
         self.nacked = 0
@@ -285,7 +170,7 @@ class ConfirmWindow:
 
         self._impl.confirm_delivery(self._on_ack_nack, callback=on_select_ok)
         if self._blocking:
-            self._wait(lambda: self._ready, None)
+            self._waits.wait(lambda: self._ready, None)
             if not self._ready:
                 raise WindowClosed(f"channel closed before confirm.select-ok: {self._closed_reason}")
 
@@ -321,7 +206,8 @@ class ConfirmWindow:
             if not self._blocking:
                 self._was_full = True
                 raise WindowFull(f"{self._window} publishes in flight")
-            self._wait(self._room_or_closed, None)
+            self._waits.wait(lambda: len(self._pending) < self._window
+                             or self._closed_reason is not None, None)
             if self._closed_reason is not None:
                 raise WindowClosed(self._closed_reason)
         if isinstance(body, str):
@@ -487,7 +373,7 @@ class ConfirmWindow:
 
         BlockingChannel: processes I/O while waiting. SelectConnection: call from another thread.
         """
-        self._wait(lambda: not self._pending, timeout)
+        self._waits.wait(lambda: not self._pending, timeout)
         return not self._pending
 
     # -- broker callbacks (ioloop thread) ------------------------------------------------------
@@ -661,33 +547,8 @@ class ConfirmWindow:
             callbacks, self._drain_callbacks = self._drain_callbacks, []
             for callback in callbacks:
                 callback()
-        if self._waiters:
-            with self._condition:
-                self._condition.notify_all()
-
-    def _room_or_closed(self) -> bool:
-        return len(self._pending) < self._window or self._closed_reason is not None
-
-    def _wait(self, predicate: Callable[[], bool], timeout: float | None) -> None:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        if self._blocking:
-            connection = self._channel.connection
-            while not predicate() and self._closed_reason is None:
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    return
-                connection.process_data_events(0.1 if remaining is None else min(remaining, 0.1))
-            return
-        with self._condition:
-            self._waiters += 1
-            try:
-                while not predicate() and self._closed_reason is None:
-                    remaining = None if deadline is None else deadline - time.monotonic()
-                    if remaining is not None and remaining <= 0:
-                        return
-                    self._condition.wait(remaining)
-            finally:
-                self._waiters -= 1
+        if self._waits.waiters:
+            self._waits.notify()
 
 
 def _body_of(future: PublishFuture) -> bytes | None:

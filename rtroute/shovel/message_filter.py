@@ -43,14 +43,14 @@ class MessageFilter:
     def matches(self, entry: SourceDelivery) -> bool:
         """Whether the message passes the key pattern and the selector."""
         if self._key_matcher is not None:
-            key = entry.routing_key[1:].decode("utf-8", "replace")
+            key = entry.source_key[1:].decode("utf-8", "replace")
             if not self._key_matcher.match(key):
                 return False
         if self._selector is not None:
             header = entry.parts[0]
             properties = decode_properties(header)  # without loss: a double stays a double
             facts = self._facts(properties=properties, body_size=frames.body_size(header),
-                                exchange=entry.exchange[1:].decode("utf-8", "replace"))
+                                exchange=entry.source_exchange[1:].decode("utf-8", "replace"))
             body = frames.body_of(entry.parts) if self._selector.needs_body else None
             return bool(self._selector.matches(properties.headers or {}, message=facts,
                                                body=body))

@@ -28,9 +28,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from rtroute.relay import BrokerUpstream, Relay, Timers
 from rtroute.shovel.destination import Destination
+from rtroute.shovel.policy import HOLD_DELAY, RETRY_DELAY_MAX, ShovelPolicy
 from rtroute.shovel.side import STOP_TIMEOUT
-from rtroute.shovel.source import Source
+from rtroute.shovel.source import PENDING_LIMIT, Source
 from rtroute.shovel.status import ShovelState
 
 if TYPE_CHECKING:
@@ -40,7 +42,8 @@ __all__ = ["Session"]
 
 
 class Session:
-    """One connect attempt: both sides, and the timers of the messages in flight.
+    """One connect attempt: both sides, and the relay that moves messages between them (its
+    outbox, its settlers and the timers of the messages in flight belong to this session).
 
     Args:
         worker: the shovel this session runs for (its ioloop, config, status, counters).
@@ -61,10 +64,26 @@ class Session:
         self.draining = False
         self.drain_reason = "stopped"
         self.timers: dict[int, Any] = {}
-        self.source = Source(self, worker.source_uris)
-        self.destination = Destination(self, worker.dest_uris)
-        self.source.link(self.destination)
-        self.destination.link(self.source, self._resumed)
+        self.source = source = Source(self, worker.source_uris)
+        self.destination = destination = Destination(self, worker.dest_uris)
+        cfg = self.cfg
+        relay_timers = Timers(self.ioloop)
+        self.policy = ShovelPolicy(self)
+        upstream = BrokerUpstream(relay_timers, on_error=source.settling_failed,
+                                  after_acks=source.after_acks, on_nacked=source.nacked,
+                                  has_dlx=source.has_dlx, hold_delay=HOLD_DELAY,
+                                  max_delay=RETRY_DELAY_MAX)
+        self.policy.upstream = upstream
+        self.relay = Relay(relay_timers, self.policy, upstream,
+                           window=destination.window_size,
+                           confirms=cfg.ack_mode == "on_confirm",
+                           ack_on_write=cfg.ack_mode == "on_publish",
+                           label=f"shovel {cfg.name!r}", on_flow=self._flow_changed,
+                           on_resumed=self._resumed)
+        if source.unbounded:
+            self.relay.flow.source(source.set_reading, PENDING_LIMIT)
+        source.link(self.relay, upstream.open(), destination)
+        destination.link(self.relay)
 
     def start(self) -> None:
         self.source.connect()
@@ -88,7 +107,7 @@ class Session:
             self.counters["reconnects"] += 1
         self.w.connected_once = True
         destination.prepare(source)
-        self.status.set_state(ShovelState.BLOCKED if destination.blocked else ShovelState.RUNNING)
+        self.status.set_state(ShovelState.BLOCKED if self.relay.blocked else ShovelState.RUNNING)
         if source.take_budget == 0:
             self.delete_after_reached()
             return
@@ -96,9 +115,12 @@ class Session:
         self.w.consuming()
 
     def _resumed(self) -> None:
-        self.source.read_if_room()
         if self.draining:
             self.maybe_end()
+
+    def _flow_changed(self, blocked: bool, _reason: str | None) -> None:
+        if self.alive and self.running:
+            self.status.set_state(ShovelState.BLOCKED if blocked else ShovelState.RUNNING)
 
     def maybe_end(self) -> None:
         """Close a draining session once nothing awaits a confirm or an ack; stop one that took
@@ -107,12 +129,11 @@ class Session:
         if self.draining:
             # done once nothing published awaits a confirm and every ack went out; what is
             # left (parked or never published) is requeued when the source channel closes
-            window = self.destination.confirm_window
-            if (window is None or not window.in_flight) and source.settler.idle:
+            if self.relay.drained:
                 self._close(self.drain_reason)
             return
         if source.take_budget is not None and source.take_budget <= 0 \
-                and not len(source.settler) and not self.destination.pending:
+                and not len(source.settler) and not self.relay.queued:
             self.delete_after_reached()
 
     def delete_after_reached(self) -> None:
@@ -149,13 +170,8 @@ class Session:
         source.cancel_consumer()
         # held and waiting messages go back to the source when its channel closes: they stay
         # unacknowledged (parked), so no multiple ack covers them
-        pending = self.destination.pending
-        for entry in pending:
-            source.settler.park(entry)
-        pending.clear()
+        self.relay.drain()
         self._cancel_timers()
-        source.timers_cancelled()
-        self.destination.timers_cancelled()
         self.later(timeout, lambda: self._close(reason))
         source.settler.send_acks_soon()
         if not self.running:
@@ -177,9 +193,8 @@ class Session:
 
     def _end(self) -> None:
         self.alive = self.source.alive = self.destination.alive = False
-        self.source.settler.reset(None)  # the source requeues whatever was not acked
+        self.relay.detach()  # the source requeues whatever was not acked
         self._cancel_timers()
-        self.destination.pending.clear()
         self.source.shutdown(self.running)
         self.destination.shutdown(self.running)
         if not (self.source.connected or self.destination.connected) and not self.closed:

@@ -1,11 +1,13 @@
-"""The source side of a shovel: consume, filter, and settle each message at the source.
+"""The source side of a shovel: consume, filter, and hand each message to the relay.
 
 As the plugin's source behaviour (``rabbit_amqp091_shovel``'s source half), a :class:`Source`
 connects (see :class:`~rtroute.shovel.side.Side`), runs the source declarations, picks
 the queue (``queue``, or a queue bound to ``src-exchange``), sets the prefetch window and
-consumes. Deliveries arrive as frames (:mod:`rtroute.amqp.frames`), are filtered, and go to the
-destination; the destination reports each outcome to :meth:`Source.on_outcome`, which settles
-the message through :class:`rtroute.amqp.settle.Settler`.
+consumes. Deliveries arrive as frames (:mod:`rtroute.amqp.frames`), are filtered, and each
+becomes a :class:`SourceDelivery`, which is both the relay's item (settled at the source) and
+its one publish to the destination: the session's :class:`~rtroute.relay.Relay` publishes it,
+maps the destination's answer back to it and settles it through the source's
+:class:`~rtroute.amqp.settle.Settler` as :class:`~rtroute.shovel.policy.ShovelPolicy` says.
 
 Acknowledgements (``ack_mode``):
 
@@ -14,18 +16,12 @@ Acknowledgements (``ack_mode``):
 - ``on_publish``: the source message is acknowledged once handed to the destination socket.
 - ``no_ack``: the source delivers without acknowledgements.
 
-Where the plugin loses or loops messages, the source side does not:
-
-- a returned (unroutable) message is nacked to the source without requeue (its dead-letter
-  exchange takes it) by default, see ``on_unroutable``;
-- a destination nack is retried with exponential back-off ``nack_retries`` times; then the
-  message is *refused*: requeued at the source, held longer each round while the destination
-  keeps refusing (``on_refused = "requeue"``), or dead-lettered there (``"dead_letter"``);
-- the shovel never drops a message by itself: it nacks without requeue only when the source
-  queue has a dead-letter exchange (asked of the source's management API, see
-  :meth:`Source._has_dlx`), and requeues otherwise;
-- ``durable_queue`` consumes ``src-exchange`` through a durable named queue that keeps what
-  arrives while the shovel is away.
+What the source itself decides: the filter (``drop`` acks a mismatch, ``leave`` holds it then
+requeues it), the ``src-delete-after`` budget (deliveries beyond it go back untouched), and
+whether the source queue has a dead-letter exchange (:meth:`Source.has_dlx`, asked of the
+source's management API): the shovel nacks without requeue only then, and requeues otherwise;
+``durable_queue`` consumes ``src-exchange`` through a durable named queue that keeps what
+arrives while the shovel is away.
 """
 from __future__ import annotations
 
@@ -37,52 +33,64 @@ from typing import TYPE_CHECKING, Any
 
 import pika.exceptions
 
-from rtroute.amqp import ManagementClient, ManagementError, pika_internals
+from rtroute.amqp import ManagementClient, ManagementError, frames, pika_internals
 from rtroute.amqp.broker_identity import identity_from_server_properties
-from rtroute.amqp.confirm_window import Outcome, PublishFuture
-from rtroute.amqp.settle import Delivery, Settler
+from rtroute.amqp.settle import Settler
 from rtroute.amqp.uri import AmqpUri
+from rtroute.relay.outgoing import Item
+from rtroute.relay.policy import Settlement
 from rtroute.shovel.side import Side, short_reason
 from rtroute.shovel.status import scrub
 
 if TYPE_CHECKING:
+    from rtroute.relay import Relay
     from rtroute.shovel.destination import Destination
     from rtroute.shovel.session import Session
 
-__all__ = ["HOLD_DELAY", "PENDING_LIMIT", "Source", "SourceDelivery"]
+__all__ = ["DLX_CHECK_TTL", "PENDING_LIMIT", "Source", "SourceDelivery"]
 
 LOGGER = logging.getLogger("rtroute.shovel")
 
 #: Waiting deliveries after which an unbounded source (no prefetch) is no longer read.
 PENDING_LIMIT = 2000
-#: Seconds a message the shovel gives back (filter ``leave``, ``on_unroutable = "requeue"``)
-#: is held before it is requeued, so that a lone consumer does not spin on it.
-HOLD_DELAY = 1.0
-#: Longest wait between two republishes of a nacked message, and longest hold of a refused
-#: message before it is requeued.
-RETRY_DELAY_MAX = 30.0
 #: Seconds an answer of the source's management API (dead-letter exchange or not) is trusted.
 DLX_CHECK_TTL = 60.0
-#: Seconds between two warnings about refused messages (the counters keep the full count).
-REFUSED_LOG_INTERVAL = 60.0
 
 
-class SourceDelivery(Delivery):
-    """One source delivery on its way: where it was published and its content frames as
-    received (see :mod:`rtroute.amqp.frames`). ``parked`` (see
-    :class:`~rtroute.amqp.settle.Settler`) while it waits for a retry or a requeue."""
+class SourceDelivery(Item):
+    """One source delivery on its way: the relay's item and its one publish (see
+    :class:`~rtroute.relay.outgoing.Outgoing`, whose attributes it has).
 
-    __slots__ = ("attempts", "exchange", "parts", "routing_key")
+    ``source_exchange`` and ``source_key``: where it was published, as short strings (length
+    octet included); ``parts``: its content frames as received (header, bodies); ``frames``:
+    the ``basic.publish`` for the destination followed by those frames (once addressed, see
+    :meth:`Source.on_delivery`).
+    """
 
-    def __init__(self, tag: int, exchange: bytes, routing_key: bytes, parts: list) -> None:
-        # Delivery's fields set here: one call less per message
+    __slots__ = ("checked", "exchange", "frame_count", "frames", "parts", "routing_key",
+                 "source_exchange", "source_key")
+
+    # the Outgoing attributes every shovel publish shares
+    item = None            # its own item
+    mandatory = True       # a return must be matched (and acted on)
+    properties = None      # published as frames
+
+    def __init__(self, tag: int, exchange: bytes, routing_key: bytes, parts: list,
+                 settler: Settler) -> None:
+        # Item's and Delivery's fields set here: one call less per message
         self.tag = tag
-        self.awaiting = 0
+        self.awaiting = 1       # its one publish
         self.failed = self.settled = self.parked = False
-        self.exchange = exchange        # short strings, length octet included
-        self.routing_key = routing_key
-        self.parts = parts              # header frame, body frames
         self.attempts = 0
+        self.settlement = None
+        self.settler = settler
+        self.source_exchange = exchange
+        self.source_key = routing_key
+        self.parts = parts
+
+    def body(self) -> bytes:
+        """The message body (what a ``basic.return`` is matched against)."""
+        return frames.body_of(self.parts)
 
 
 class Source(Side):
@@ -94,23 +102,9 @@ class Source(Side):
         self.queue: str | None = None
         self.consumer_tag: str | None = None
         self.draining = False
-        self.reading = True
-        self.read_pause_refused = False
-        # acks to the source in delivery order (the source channel once open)
-        self.settler = Settler(self.ioloop, on_error=self._settling_failed,
-                               after_acks=self._after_acks)
-        self.held: list[SourceDelivery] = []
-        self.hold_timer: Any = None
-        # refused messages (and ones to dead-letter without a dead-letter exchange) wait here
-        # before they are requeued; the wait doubles each round the destination accepts nothing
-        self.backoff_held: list[SourceDelivery] = []
-        self.backoff_timer: Any = None
-        self.backoff_delay = HOLD_DELAY
-        # does the source queue have a dead-letter exchange: (answer, monotonic time) or None;
-        # messages to dead-letter wait in dlx_waiting while the management API is asked
+        # does the source queue have a dead-letter exchange: (answer, monotonic time) or None
         self.dlx_answer: tuple[bool, float] | None = None
         self.dlx_asking = False
-        self.dlx_waiting: list[SourceDelivery] = []
         self.ack_mode = cfg.ack_mode
         self.filter = worker.filter
         # no_ack with a delete-after limit still acks (at once), to take exactly N messages
@@ -119,19 +113,52 @@ class Source(Side):
         self.acked_mode = not self.auto_ack
         self.unbounded = self.auto_ack or cfg.prefetch_count == 0
         self.take_budget: int | None = None
-        # the destination's, shared (see link): deliveries waiting for it, why it waits, and
-        # the calls that hand it a delivery
-        self.pending: Any = None
-        self.pause_reasons: set[str] = set()
-        self.publish: Any = None
+        # the session's (see link): acks to the source in delivery order (once its channel is
+        # open), the relay, and how each delivery is addressed to the destination
+        self.settler: Settler = None  # type: ignore[assignment]
+        self.relay: Relay = None  # type: ignore[assignment]
+        self.put: Any = None
         self.transform: Any = None
+        self.method_frame: Any = None      # (exchange, key) -> basic.publish frame
+        self.fixed_exchange: bytes | None = None
+        self.fixed_key: bytes | None = None
+        self.exchange_text = ""
+        self.key_text = ""
+        self.same_framing = True
+        self.checked = True
+        self.channel_number = 0
+        self.frame_max = 0
 
-    def link(self, destination: Destination) -> None:
-        """Hand deliveries to ``destination``: one bound call per message, no glue between."""
-        self.pending = destination.pending
-        self.pause_reasons = destination.pause_reasons
-        self.publish = destination.publish
+    def link(self, relay: Relay, settler: Settler, destination: Destination) -> None:
+        """Hand deliveries to ``relay``, settled through ``settler``: one bound call per
+        message, no glue between."""
+        self.relay = relay
+        self.settler = settler
+        self.put = relay.put
         self.transform = destination.transform if destination.transform_needed else None
+        self.fixed_exchange = destination.fixed_exchange
+        self.fixed_key = destination.fixed_key
+        self.exchange_text = destination.fixed_exchange_text
+        self.key_text = destination.fixed_key_text
+
+    def address(self, destination: Destination) -> None:
+        """Both sides are ready: the destination's channel and frame size (see
+        :meth:`Destination.prepare`)."""
+        self.method_frame = destination.method_frames.get  # type: ignore[union-attr]
+        self.same_framing = destination.same_framing
+        self.channel_number = destination.channel_number
+        self.frame_max = destination.frame_max
+        # content frames passed through as received need no frame_max check
+        self.checked = self.same_framing and self.transform is None
+
+    @property
+    def reading(self) -> bool:
+        """False while the source socket is not read (an unbounded source, too much waiting)."""
+        return self.relay.flow.reading
+
+    def set_reading(self, on: bool) -> bool:
+        """Stop or restart reading the source socket; False where that cannot be done."""
+        return pika_internals.set_reading(self.connection, on)
 
     # -- starting ------------------------------------------------------------------------------
 
@@ -223,7 +250,7 @@ class Source(Side):
     def on_delivery(self, tag: int, exchange: bytes, routing_key: bytes, parts: list) -> None:
         if not self.alive:
             return
-        entry = SourceDelivery(tag, exchange, routing_key, parts)
+        entry = SourceDelivery(tag, exchange, routing_key, parts, self.settler)
         if self.acked_mode:
             if self.take_budget is not None:
                 if self.take_budget <= 0 or self.draining:
@@ -235,7 +262,7 @@ class Source(Side):
             if self.filter is not None and not self.filter.matches(entry):
                 self.counters["filtered"] += 1
                 if self.filter.leave:
-                    self._hold(entry)
+                    self.relay.upstream.settle_as(entry, Settlement.HOLD)
                 else:
                     self.settler.ack(entry)
                 return
@@ -246,57 +273,28 @@ class Source(Side):
             return
         if self.transform is not None:
             self.transform(entry)
-        if self.pause_reasons or self.pending:
-            self.pending.append(entry)
-            if self.unbounded and self.reading and len(self.pending) >= PENDING_LIMIT:
-                self.set_reading(False)
-            return
-        self.publish(entry)
-
-    def on_outcome(self, future: PublishFuture) -> None:
-        """The destination's outcome of one publish: settle its source message."""
-        outcome = future.outcome
-        if not self.alive or outcome is Outcome.FAILED:
-            return  # the destination channel closed: the session ends, the source requeues
-        entry: SourceDelivery = future.context
-        if outcome is Outcome.ACKED:
-            self.counters["moved"] += 1
-            self.backoff_delay = HOLD_DELAY
-            self.settler.ack(entry)
-        elif outcome is Outcome.RETURNED:
-            self.counters["returned"] += 1
-            LOGGER.warning("shovel %r: the destination returned a message (%s %s)",
-                           self.cfg.name, future.reply_code, future.reply_text)
-            mode = self.cfg.on_unroutable
-            if mode == "drop":
-                self.settler.ack(entry)
-            elif mode == "requeue":
-                self._hold(entry)
-            else:
-                self._reject_to_dlx(entry)
+        # addressed here rather than in a call of its own: this runs once per message
+        if self.fixed_exchange is not None:
+            entry.exchange = self.exchange_text
         else:
-            self.counters["nacked"] += 1
-            if entry.attempts >= self.cfg.nack_retries:
-                self._refused(entry)
-                return
-            delay = min(RETRY_DELAY_MAX, self.cfg.nack_retry_delay * 2 ** entry.attempts)
-            entry.attempts += 1
-            self.settler.park(entry)
-            self.session.later(delay, lambda: self._retry(entry))
-
-    def _retry(self, entry: SourceDelivery) -> None:
-        if not self.alive or self.draining:
-            return
-        self.counters["retried"] += 1
-        self.settler.unpark(entry)
-        if self.pause_reasons or self.pending:
-            self.pending.appendleft(entry)
-            return
-        self.publish(entry)
+            entry.exchange = exchange[1:].decode("utf-8", "replace")
+        if self.fixed_key is not None:
+            entry.routing_key = self.key_text
+        else:
+            entry.routing_key = routing_key[1:].decode("utf-8", "replace")
+        if not self.same_framing:
+            parts = frames.rechannel(entry.parts, self.channel_number, self.frame_max)
+        else:
+            parts = entry.parts
+        entry.frames = [self.method_frame(self.fixed_exchange or exchange,
+                                          self.fixed_key or routing_key), *parts]
+        entry.frame_count = len(parts) + 1
+        entry.checked = self.checked
+        self.put(entry)
 
     # -- settling ------------------------------------------------------------------------------
 
-    def _after_acks(self, count: int) -> None:
+    def after_acks(self, count: int) -> None:
         """After the acks of an ioloop turn went to the source (``count`` messages)."""
         if not self.alive:
             return
@@ -306,13 +304,12 @@ class Source(Side):
             self.worker.remaining = self.take_budget + self.settler.outstanding
         self.session.maybe_end()
 
-    def _settling_failed(self, what: str, exc: Exception) -> None:
+    def settling_failed(self, what: str, exc: Exception) -> None:
         self.session.fail(f"{what} failed: {short_reason(exc)}")
 
-    def _nack_now(self, entry: SourceDelivery, requeue: bool) -> None:
-        """Nack one message to the source (requeue or dead-letter) right away."""
-        if not self.settler.nack(entry, requeue):
-            return
+    def nacked(self, _entry: SourceDelivery, requeue: bool) -> None:
+        """A message went back to the source queue (``requeue``) or to its dead-letter
+        exchange."""
         if requeue:
             self.counters["requeued"] += 1
             if self.take_budget is not None:
@@ -320,37 +317,7 @@ class Source(Side):
         else:
             self.counters["dead_lettered"] += 1
 
-    def _refused(self, entry: SourceDelivery) -> None:
-        """The destination nacked every attempt: requeue or dead-letter (``on_refused``)."""
-        self.counters["refused"] += 1
-        dead_letter = self.cfg.on_refused == "dead_letter"
-        now = time.monotonic()
-        worker = self.worker
-        if now - worker.refused_logged_at >= REFUSED_LOG_INTERVAL:
-            worker.refused_logged_at = now
-            LOGGER.warning("shovel %r: the destination refused a message %d times; %s at the "
-                           "source (%d refused so far; warned once a minute)", self.cfg.name,
-                           entry.attempts + 1,
-                           "dead-lettering it" if dead_letter else "requeueing it",
-                           self.counters["refused"])
-        if dead_letter:
-            self._reject_to_dlx(entry)
-        else:
-            self._requeue_later(entry)
-
-    def _reject_to_dlx(self, entry: SourceDelivery) -> None:
-        """Nack without requeue when the source queue has a dead-letter exchange; without one
-        that would drop the message, so it is requeued (after a wait) instead."""
-        has_dlx = self._has_dlx()
-        if has_dlx is None:
-            self.dlx_waiting.append(entry)
-            self.settler.park(entry)
-        elif has_dlx:
-            self._nack_now(entry, requeue=False)
-        else:
-            self._requeue_later(entry)
-
-    def _has_dlx(self) -> bool | None:
+    def has_dlx(self) -> bool | None:
         """Whether the source queue has a dead-letter exchange (an argument or a policy naming
         an exchange that exists), as its broker's management API says; None while asking.
         When the API cannot be asked (unreachable, refused, another broker's): False."""
@@ -393,70 +360,7 @@ class Source(Side):
             LOGGER.warning("shovel %r: source queue %r has no dead-letter exchange; "
                            "requeueing instead of dead-lettering", self.cfg.name, self.queue)
         self.dlx_answer = (has_dlx, time.monotonic())
-        waiting, self.dlx_waiting = self.dlx_waiting, []
-        for entry in waiting:
-            if not self.alive or self.draining:
-                return  # still parked: the source requeues them when its channel closes
-            self._reject_to_dlx(entry)
-
-    def _requeue_later(self, entry: SourceDelivery) -> None:
-        """Give the message back to the source queue after ``backoff_delay``, which doubles
-        (up to :data:`RETRY_DELAY_MAX`) each round until the destination accepts one."""
-        self.backoff_held.append(entry)
-        self.settler.park(entry)
-        if self.backoff_timer is None:
-            self.backoff_timer = self.session.later(self.backoff_delay, self._release_backoff)
-
-    def _release_backoff(self) -> None:
-        self.backoff_timer = None
-        if not self.alive:
-            return
-        self.backoff_delay = min(RETRY_DELAY_MAX, self.backoff_delay * 2)
-        held, self.backoff_held = self.backoff_held, []
-        self._requeue_all(held)
-
-    def _hold(self, entry: SourceDelivery) -> None:
-        """Give the message back to the source queue after :data:`HOLD_DELAY`."""
-        self.held.append(entry)
-        self.settler.park(entry)
-        if self.hold_timer is None:
-            self.hold_timer = self.session.later(HOLD_DELAY, self._release_held)
-
-    def _release_held(self) -> None:
-        self.hold_timer = None
-        if not self.alive:
-            return
-        held, self.held = self.held, []
-        self._requeue_all(held)
-
-    def _requeue_all(self, held: list[SourceDelivery]) -> None:
-        for entry in held:
-            self._nack_now(entry, requeue=True)
-            if not self.alive:
-                return
-
-    def timers_cancelled(self) -> None:
-        """The session cancelled every timer: none of the hold timers runs any more."""
-        self.hold_timer = None
-        self.backoff_timer = None
-
-    # -- flow control --------------------------------------------------------------------------
-
-    def read_if_room(self) -> None:
-        """Read the source socket again once half the waiting deliveries went out."""
-        if not self.reading and len(self.pending) < PENDING_LIMIT // 2:
-            self.set_reading(True)
-
-    def set_reading(self, on: bool) -> None:
-        """Stop or restart reading the source socket (plain TCP only: over TLS the waiting
-        deliveries keep growing in memory, which is said once)."""
-        if pika_internals.set_reading(self.connection, on):
-            self.reading = on
-        elif not on and not self.read_pause_refused:
-            self.read_pause_refused = True
-            LOGGER.warning("shovel %r: cannot stop reading the source (TLS, or the socket is "
-                           "gone): deliveries keep arriving while %d wait", self.cfg.name,
-                           len(self.pending))
+        self.relay.upstream.dlx_answered()
 
 
 def _has_dead_letter_exchange(client: ManagementClient, queue: str, vhost: str) -> bool:

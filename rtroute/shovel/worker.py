@@ -9,10 +9,13 @@ knows no protocol; the parts are:
   anything fails the session drops both ends, the broker requeues whatever the source had not
   acknowledged, and after ``reconnect_delay`` seconds the worker starts a new session. A
   failure is logged once, as one line (the reason, and when the next attempt comes);
-- :mod:`~rtroute.shovel.source`: connect, declare, consume, filter, and settle at the source
-  (acks, requeues, dead-lettering through the source queue's dead-letter exchange);
-- :mod:`~rtroute.shovel.destination`: connect, declare, publish (with confirms), rewrite
-  properties and headers, flow control;
+- :mod:`~rtroute.shovel.source`: connect, declare, consume, filter, the ``src-delete-after``
+  budget, and whether the source queue has a dead-letter exchange;
+- :mod:`~rtroute.shovel.destination`: connect, declare, address and rewrite properties and
+  headers;
+- :mod:`~rtroute.shovel.policy`: what the destination's answers mean (acks, retries with
+  back-off, requeues, dead-lettering through the source queue's dead-letter exchange); the
+  session's :class:`~rtroute.relay.Relay` publishes, maps confirms back and does flow control;
 - :mod:`~rtroute.shovel.side`: what both sides share (connecting through a broker list,
   running declarations, removing the server-named queues of a failed start).
 
@@ -47,9 +50,9 @@ from rtroute.amqp import parse_uri
 from rtroute.amqp.uri import AmqpUri
 from rtroute.shovel.config import ShovelConfig
 from rtroute.shovel.message_filter import MessageFilter
+from rtroute.shovel.policy import REFUSED_LOG_INTERVAL
 from rtroute.shovel.session import Session
 from rtroute.shovel.side import STOP_TIMEOUT, short_reason
-from rtroute.shovel.source import REFUSED_LOG_INTERVAL
 from rtroute.shovel.status import ShovelState, ShovelStatus
 
 __all__ = ["DELETE_AFTER_DURATION_FLOOR", "ShovelWorker"]

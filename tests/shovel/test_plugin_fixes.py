@@ -7,6 +7,7 @@ import time
 import urllib.request
 import uuid
 
+import pika
 import pytest
 
 from rtroute.ops_http import OpsServer, prometheus_text
@@ -101,6 +102,32 @@ def test_destination_nacks_are_retried_with_back_off_then_dead_lettered(names, s
     assert (counters["nacked"], counters["retried"], counters["dead_lettered"]) == (8, 6, 2)
     assert depth(LOCAL, src) == 0
     assert sorted(bodies(LOCAL, dlq)) == [0, 1]
+
+
+def test_a_header_grown_past_the_destination_frame_max_is_refused_not_written(names, shovels):
+    """The shovel's own headers (or a source with a larger frame_max) can make a content
+    header the destination rejects with FRAME_ERROR, which closes the whole connection and
+    brings the message back for ever. It is never written: it is refused (dead-lettered here)
+    and the messages behind it move on the same connection."""
+    src, dlq = source_with_dead_letters(names)
+    dst = names.queue("dst")
+    declare_queue(LOCAL, dst)
+    worker = shovels.start(toml_shovel(
+        "big-header", LOCAL, LOCAL, f'queue = "{src}"\ndest-queue = "{dst}"\n'
+        'add_forward_headers = true\non_refused = "dead_letter"\n'
+        f'src_management_uri = "{MANAGEMENT_URI}"'))
+    wait_state(worker, ShovelState.RUNNING)
+    # 27 bytes of header payload besides the value: frame_max - 93 bytes, which the source
+    # takes; the x-shovelled table the shovel adds does not fit any more
+    padded = pika.BasicProperties(headers={"pad": "x" * (131072 - 120)})
+    publish(LOCAL, src, 1, properties=padded)
+    publish(LOCAL, src, 1, start=1)
+    wait_depth(LOCAL, dlq, 1)
+    wait_depth(LOCAL, dst, 1)
+    assert bodies(LOCAL, dst) == [1] and bodies(LOCAL, dlq) == [0]
+    counters = worker.status.counters
+    assert (counters["refused"], counters["dead_lettered"], counters["reconnects"]) == (1, 1, 0)
+    assert worker.status.state is ShovelState.RUNNING
 
 
 def test_a_nacked_message_goes_through_once_the_destination_takes_it_again(names, shovels,

@@ -1,0 +1,77 @@
+"""The relay engine: one confirm/settle loop under the shovel (and, next, the sidecar and the
+publisher).
+
+- :class:`Relay` -- composes the parts below for one publish channel: attach, drain, detach.
+- :class:`Outbox`, :class:`PauseReason` -- publishes in order, paused by the window, the broker
+  (``connection.blocked``), the write buffer or a drain; one write per ioloop turn; the
+  frame_max guard.
+- :class:`Item`, :class:`Outgoing` -- what is settled upstream, and each publish made for it.
+- :class:`FanIn` -- each confirm back to its item; the item settled once all are answered.
+- :class:`Policy`, :class:`RetryWithBackoff`, :class:`Settlement`, :class:`Verdict` -- what an
+  outcome means (ack, requeue, retry with back-off, hold, dead-letter).
+- :class:`BrokerUpstream` -- items from consume channels, one settler per channel.
+- :class:`FlowControl` -- ``connection.blocked``, the write buffer, the source's reading.
+- :class:`Timers` -- timers that a drain or a lost connection cancels for good.
+
+Imports point down to :mod:`rtroute.amqp` only; names load lazily, as there.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rtroute.relay.broker_upstream import BrokerUpstream
+    from rtroute.relay.engine import Relay
+    from rtroute.relay.fanin import FanIn
+    from rtroute.relay.flow import FlowControl
+    from rtroute.relay.outbox import Outbox, PauseReason
+    from rtroute.relay.outgoing import Item, Outgoing
+    from rtroute.relay.policy import Policy, RetryWithBackoff, Settlement, Verdict
+    from rtroute.relay.timers import Timers
+
+_SUBMODULE = {
+    "BrokerUpstream": "broker_upstream",
+    "FanIn": "fanin",
+    "FlowControl": "flow",
+    "Item": "outgoing",
+    "Outbox": "outbox",
+    "Outgoing": "outgoing",
+    "PauseReason": "outbox",
+    "Policy": "policy",
+    "Relay": "engine",
+    "RetryWithBackoff": "policy",
+    "Settlement": "policy",
+    "Timers": "timers",
+    "Verdict": "policy",
+}
+
+
+def __getattr__(name: str) -> Any:
+    submodule = _SUBMODULE.get(name)
+    if submodule is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{submodule}"), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_SUBMODULE))
+
+
+__all__ = [
+    "BrokerUpstream",
+    "FanIn",
+    "FlowControl",
+    "Item",
+    "Outbox",
+    "Outgoing",
+    "PauseReason",
+    "Policy",
+    "Relay",
+    "RetryWithBackoff",
+    "Settlement",
+    "Timers",
+    "Verdict",
+]

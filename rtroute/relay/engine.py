@@ -1,0 +1,210 @@
+"""The relay: one confirm/settle loop for whatever republishes what it receives.
+
+A :class:`Relay` takes items from an upstream, publishes them through an
+:class:`~rtroute.relay.outbox.Outbox` on one publish channel, maps each confirm back to its
+item (:class:`~rtroute.relay.fanin.FanIn`), settles the item as the
+:class:`~rtroute.relay.policy.Policy` says through the upstream
+(:class:`~rtroute.relay.broker_upstream.BrokerUpstream`), and waits while
+:class:`~rtroute.relay.flow.FlowControl` says so. Callers keep only what is theirs: what to
+publish for an item (the shovel: the message as it came; the sidecar: the routed republishes
+and copies) and the policy.
+
+Life cycle: :meth:`Relay.attach` a publish channel (in confirm mode through a
+:class:`~rtroute.amqp.confirm_window.ConfirmWindow`, or without confirms); :meth:`Relay.drain`
+to stop gracefully (nothing new goes out, what waits is parked for the broker to requeue,
+in-flight confirms still settle); :meth:`Relay.detach` when the connection goes (every item is
+forgotten: the broker redelivers what was not acked; no timer of that connection runs again).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from rtroute.amqp.confirm_window import ConfirmWindow
+from rtroute.relay.broker_upstream import BrokerUpstream
+from rtroute.relay.fanin import FanIn
+from rtroute.relay.flow import FlowControl
+from rtroute.relay.outbox import Outbox, PauseReason
+from rtroute.relay.outgoing import Item, Outgoing
+from rtroute.relay.policy import Policy
+from rtroute.relay.timers import Timers
+
+__all__ = ["Relay"]
+
+
+class Relay:
+    """One publish channel's loop (see the module docstring).
+
+    Args:
+        timers: the ioloop's timers, shared with the upstream.
+        policy: what outcomes mean.
+        upstream: settles items.
+        window: the most publishes in flight (with confirms).
+        low_watermark: in flight when a full window resumes (default: half the window).
+        confirms: False publishes without confirms (the shovel's ``on_publish``/``no_ack``).
+        ack_on_write: without confirms, ack each item once its publishes were written
+            (``on_publish``); otherwise items are not settled by the relay (``no_ack``).
+        label: names the relay in log lines.
+        on_broken: ``on_broken(reason)`` when the publish channel closes.
+        on_flow: ``on_flow(blocked, reason)`` on ``connection.blocked``/``unblocked``.
+        on_resumed: called after a pause ended and what waited went out as far as it could.
+        write_buffer: the (high, low) write-buffer marks in bytes (without confirms).
+    """
+
+    def __init__(
+        self,
+        timers: Timers,
+        policy: Policy,
+        upstream: BrokerUpstream,
+        *,
+        window: int,
+        low_watermark: int | None = None,
+        confirms: bool = True,
+        ack_on_write: bool = False,
+        label: str = "relay",
+        on_broken: Callable[[str], Any] | None = None,
+        on_flow: Callable[[bool, str | None], Any] | None = None,
+        on_resumed: Callable[[], Any] | None = None,
+        write_buffer: tuple[int, int] = (4 << 20, 1 << 20),
+    ) -> None:
+        self.timers = timers
+        self.policy = policy
+        self.upstream = upstream
+        self.window_size = window
+        self.low_watermark = window // 2 if low_watermark is None else low_watermark
+        self.confirms = confirms
+        self._on_broken = on_broken
+        self._on_resumed = on_resumed
+        self.fanin = FanIn(policy, upstream, timers)
+        self.outbox = Outbox(timers.ioloop, on_confirm=self.fanin.on_confirm,
+                             on_rejected=self.fanin.rejected, on_resumed=self._resumed)
+        self.fanin.outbox = self.outbox
+        # the per-message hooks are wired only where they do something
+        if confirms:
+            if type(policy).published is not Policy.published:
+                self.outbox.on_published = policy.published
+        else:
+            if ack_on_write:
+                self.outbox.on_published = self.fanin.written
+            if type(policy).written is not Policy.written:
+                self.outbox.on_written = policy.written
+        high, low = write_buffer
+        self.flow = FlowControl(self.outbox, timers, label=label, on_change=on_flow,
+                                high=high, low=low)
+        if not confirms:
+            self.outbox.after_write = self.flow.after_write
+        self.window: ConfirmWindow | None = None
+        #: the 1:1 fast lane: an item that is its own publish (``awaiting`` 1) goes here
+        self.put = self.outbox.put
+
+    # -- state ---------------------------------------------------------------------------------
+
+    @property
+    def in_flight(self) -> int:
+        """Publishes awaiting their confirm."""
+        return self.outbox.in_flight
+
+    @property
+    def queued(self) -> Any:
+        """Publishes waiting to go out, in order (a deque; read it, do not change it)."""
+        return self.outbox.queued
+
+    @property
+    def blocked(self) -> bool:
+        """True while the broker blocks the publish connection."""
+        return self.flow.blocked
+
+    def status(self) -> dict[str, Any]:
+        """What the relay is doing: ``queued``, ``in_flight``, ``paused`` (the pause
+        reasons), ``blocked`` and ``blocked_since`` (epoch seconds or None)."""
+        return {"queued": len(self.outbox.queued), "in_flight": self.outbox.in_flight,
+                "paused": sorted(reason.value for reason in self.outbox.pause_reasons),
+                "blocked": self.flow.blocked, "blocked_since": self.flow.blocked_since}
+
+    # -- the channel ---------------------------------------------------------------------------
+
+    def watch(self, connection: Any) -> None:
+        """Follow ``connection.blocked`` on the publish connection (call it once it is open)."""
+        self.flow.watch(connection)
+
+    def attach(self, channel: Any, reader: Any = None,
+               on_ready: Callable[[], Any] | None = None) -> None:
+        """Publish on ``channel`` (open, not yet in confirm mode) from now on; ``reader`` (a
+        :class:`~rtroute.amqp.frames.FrameReader` on its connection) takes the confirms
+        past pika. ``on_ready()`` once the channel is in confirm mode (at once without)."""
+        self.fanin.attached = True
+        if not self.confirms:
+            channel.add_on_return_callback(self._unconfirmed_return)
+            self.outbox.attach(channel, None)
+            if on_ready is not None:
+                on_ready()
+            return
+        window = ConfirmWindow(channel, window=self.window_size,
+                               low_watermark=self.low_watermark,
+                               on_writable=lambda: self.outbox.resume(PauseReason.WINDOW),
+                               on_closed=self._channel_closed)
+        if reader is not None:
+            window.read_confirms_from(reader)
+        self.window = window
+        window.start(on_ready=on_ready)
+        self.outbox.attach(channel, window)
+
+    def drain(self) -> None:
+        """Stop gracefully: nothing new goes out; what waits is parked (the broker requeues it
+        when its channel closes); no retry, hold or back-off timer runs; confirms in flight
+        still settle their items."""
+        outbox = self.outbox
+        outbox.pause(PauseReason.STOPPING)
+        park = self.upstream.park
+        for out in outbox.clear():
+            park(out.item or out)
+        self.fanin.draining = True
+        self.timers.cancel_all()
+        self.upstream.stop()
+
+    def detach(self) -> list[Any]:
+        """The connection is gone: forget every item (the broker redelivers what was not
+        acked), cancel every timer, and ignore what the old channel still reports. Returns
+        the publishes that never went out, in order."""
+        self.fanin.attached = False
+        self.timers.cancel_all()
+        self.upstream.reset()
+        self.flow.forget()
+        self.window = None
+        return self.outbox.detach()
+
+    @property
+    def drained(self) -> bool:
+        """True once nothing awaits a confirm and every ack went out (while draining, what is
+        parked counts as done: the broker requeues it)."""
+        return not self.outbox.in_flight and self.upstream.idle
+
+    # -- items ---------------------------------------------------------------------------------
+
+    def submit(self, item: Item, outs: Sequence[Outgoing], deferred: int = 0) -> None:
+        """Publish ``outs`` for ``item`` (``deferred`` more come with :meth:`add`)."""
+        self.fanin.submit(item, outs, deferred)
+
+    def add(self, item: Item, out: Outgoing) -> None:
+        """A deferred publish of ``item`` is ready."""
+        self.fanin.add(item, out)
+
+    def later(self, delay: float, callback: Callable[[], Any]) -> int:
+        """Run ``callback`` after ``delay`` seconds unless the relay drains or detaches."""
+        return self.timers.later(delay, callback)
+
+    # -- callbacks -----------------------------------------------------------------------------
+
+    def _resumed(self) -> None:
+        self.flow.read_if_room()
+        if self._on_resumed is not None:
+            self._on_resumed()
+
+    def _channel_closed(self, reason: str) -> None:
+        if self._on_broken is not None and self.fanin.attached:
+            self._on_broken(reason)
+
+    def _unconfirmed_return(self, _channel: Any, method: Any, _properties: Any,
+                            _body: bytes) -> None:
+        if self.fanin.attached:
+            self.policy.returned_unconfirmed(method.reply_code, method.reply_text)
