@@ -17,6 +17,10 @@ Who may do what:
   ``Origin``, when sent, must be the endpoint's own: a page cannot post a "simple" form.
 - Reads need the token only with ``protect_reads``.
 - The token is checked on the headers, before any body is read.
+
+Size: the hardened server (one selector thread, admission, per-client limits and deadlines, the
+worker pool) and the endpoints it serves; every limit is tested through an endpoint, and the
+server has no other user.
 """
 from __future__ import annotations
 

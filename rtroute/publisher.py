@@ -31,6 +31,9 @@ Differences from publishing to ``NAME`` through the sidecar:
 - when the connection is lost, the publishes in flight fail with :class:`PublishFailed` (the
   broker may or may not have routed them: publish again for at-least-once); messages not yet
   sent wait for the next connection.
+
+Size: the thread-safe front, the I/O engine and the rewrite cache are still one class here;
+issue #33 moves the engine onto rtroute.relay (as the shovel's), leaving a thin facade.
 """
 from __future__ import annotations
 
@@ -212,6 +215,9 @@ class RTopicPublisher:
         ValueError: a malformed URI.
         ConnectionError: not ready within ``connect_timeout`` (the message says why), or the
             management API belongs to another broker.
+
+    Size: front, engine and rewrite cache in one class until the engine moves onto
+    rtroute.relay (issue #33).
     """
 
     def __init__(self, uri: str | list[str], exchange: str, management_uri: str | None = None,

@@ -51,6 +51,9 @@ encoded for a publish must not (``finite_floats``). Both accept any nesting that
 frame (26,000 levels of arrays in a 128 KiB header frame, delivered intact): decoding and
 encoding here are iterative, so any depth goes. :func:`select_entries` reads a table for a few names only (the sidecar's
 ``CC``, ``BCC`` and alias), checking the structure of everything else without building it.
+
+Size: the decoder, the encoder and the value types of one wire format (every field type RabbitMQ
+sends, with its limits); they change together, type by type, so they stay in one file.
 """
 from __future__ import annotations
 

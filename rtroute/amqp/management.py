@@ -90,6 +90,9 @@ class ManagementClient:
 
     Every method raises :class:`ManagementError` (or :class:`NotFound` for 404) on failure; the
     message names the request and the broker's reason, never the password.
+
+    Size: one method per management API call rtroute makes, over one request path (failover,
+    retries, TLS, errors); split by resource, callers would hold several clients of one API.
     """
 
     def __init__(

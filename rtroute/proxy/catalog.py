@@ -116,6 +116,10 @@ class VhostCatalog:
         management: the management API of that broker.
         vhost: the vhost.
         loop: the asyncio loop the routers live in.
+
+    Size: the life of one vhost's catalog (its broker connection, the binding watcher's
+    events, registrations that must hold, the exchanges' routers and waiters) as one object
+    that the loop and the watcher thread share under one set of rules.
     """
 
     def __init__(self, uri: str, management: ManagementClient, vhost: str,

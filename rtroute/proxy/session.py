@@ -37,6 +37,10 @@ and header were rewritten before takes its rewrite from the exchange's cache, an
 messages right after it that repeat them byte for byte, in one native call. Anything else (a
 message cut between reads, headers to edit, a channel closing) takes the frame-by-frame path,
 which gives the same bytes (``tests/proxy/test_session_pumps.py`` checks it).
+
+Size: the two pumps and the per-channel state they share (publishes held for their header,
+channels being closed, answers expected) are one state machine of the client's connection; the
+frame codecs live in rtroute.proxy.wire and rtroute.core.frames.
 """
 from __future__ import annotations
 

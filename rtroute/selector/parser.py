@@ -96,6 +96,11 @@ def _quote(text: str) -> str:
 
 
 class _Parser:
+    """A recursive-descent parser over the lexer's tokens.
+
+    Size: one method per rule of the JMS/SQL-92 selector grammar.
+    """
+
     def __init__(self, text: str, offset: int, hyphenated: bool) -> None:
         self.text = text
         self.tokens = lexer.tokenize(text, offset, hyphenated)

@@ -15,6 +15,10 @@ strings (as Artemis treats AMQP binary): they equal only an equal binary, never 
 Every three-valued function here returns True, False or None (unknown), and raises
 `EvaluationError` where Artemis throws (arithmetic on non-numbers, ordering of values that
 are not comparable), which makes the whole selector not match.
+
+Size: Java's value semantics as Artemis applies them (numeric promotion and wrapping,
+comparisons, LIKE, three-valued logic), one function per operator; rules read together, kept
+together.
 """
 from __future__ import annotations
 

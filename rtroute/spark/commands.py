@@ -3,6 +3,9 @@ route a RabbitMQ stream as it grows.
 
 The commands build the SparkSession (``--master``, default ``local[*]``); the library functions
 in :mod:`rtroute.spark` only ever take one.
+
+Size: one click command per `rtroute spark` subcommand (route, diff, drain, stream) with its
+options, help and progress output; the work they call lives in the library modules.
 """
 from __future__ import annotations
 
