@@ -17,8 +17,9 @@ Imports point down to :mod:`rtroute.amqp` only; names load lazily, as there.
 """
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from rtroute.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from rtroute.relay.broker_upstream import BrokerUpstream
@@ -47,17 +48,7 @@ _SUBMODULE = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    submodule = _SUBMODULE.get(name)
-    if submodule is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{submodule}"), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_SUBMODULE))
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _SUBMODULE)
 
 
 __all__ = [
