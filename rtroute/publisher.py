@@ -15,7 +15,7 @@ management API's listing of ``NAME.bindings``, kept current by the event exchang
 as a fallback, as the sidecar does) and a :class:`~rtroute.amqp.confirm_window.ConfirmWindow`.
 :meth:`RTopicPublisher.publish` may be called from any thread: it queues the message and wakes
 the ioloop thread once per batch; that thread routes the batch with the native core (the
-sidecar's :class:`~rtroute.sidecar.router.ExchangeRouter`, so both decide alike: the same CC,
+sidecar's :class:`~rtroute.routing.exchange_router.ExchangeRouter`, so both decide alike: the same CC,
 BCC, huge-match-set and bad-header rules) and publishes with confirms.
 
 Differences from publishing to ``NAME`` through the sidecar:
@@ -55,8 +55,8 @@ from rtroute.amqp.content_header import PROPERTY_NAMES, content_header_frame
 from rtroute.amqp.management import ManagementClient, ManagementError, WrongBroker
 from rtroute.amqp.uri import mask_uri, parse_uri
 from rtroute.routing import PreconditionFailed
-from rtroute.sidecar.delivery import Publish
-from rtroute.sidecar.router import DEFAULT_BCC_ALIAS, ExchangeRouter
+from rtroute.routing.delivery_plan import Publish
+from rtroute.routing.exchange_router import DEFAULT_BCC_ALIAS, ExchangeRouter
 
 __all__ = ["MessageFuture", "PublishError", "PublishFailed", "PublishNacked", "PublishReturned",
            "PublisherClosed", "RTopicPublisher"]

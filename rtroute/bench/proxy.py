@@ -24,7 +24,7 @@ from rtroute.amqp import connect_blocking, publish
 from rtroute.amqp.uri import parse_uri
 from rtroute.bench.publish import BINDINGS, Shape, _close, _medians, _open, _pika_path, _Setup
 from rtroute.netaddr import free_port
-from rtroute.sidecar.delivery import bindings_exchange_type
+from rtroute.routing.delivery_plan import bindings_exchange_type
 
 DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
 SHAPES = [

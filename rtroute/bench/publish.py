@@ -316,11 +316,11 @@ def run_shape(uri: str, shape: Shape, echo: Callable[[str], None], repeat: int =
 
 def resolve_bindings_type(uri: str, bindings_type: str) -> str:
     """``bindings_type``, or for ``auto`` the type rtroute declares ``NAME.bindings`` with on
-    the broker at ``uri`` (see :func:`rtroute.sidecar.delivery.bindings_exchange_type`)."""
+    the broker at ``uri`` (see :func:`rtroute.routing.delivery_plan.bindings_exchange_type`)."""
     if bindings_type != "auto":
         return bindings_type
     from rtroute.amqp.broker_identity import identity_from_server_properties
-    from rtroute.sidecar.delivery import bindings_exchange_type
+    from rtroute.routing.delivery_plan import bindings_exchange_type
 
     conn = connect_blocking(uri, "rtroute bench publish")
     try:

@@ -38,9 +38,9 @@ from rtroute.amqp.binding_watcher import Binding, BindingWatcher
 from rtroute.amqp.connection import ReconnectingConnection
 from rtroute.amqp.field_table import encode_table
 from rtroute.amqp.management import ManagementClient, NotFound
-from rtroute.sidecar.delivery import bindings_exchange_type
+from rtroute.routing.delivery_plan import bindings_exchange_type
+from rtroute.routing.exchange_router import ExchangeRouter
 from rtroute.sidecar.layout import LAYOUT_ARGUMENT
-from rtroute.sidecar.router import ExchangeRouter
 
 __all__ = ["LAYOUT_ARGUMENT", "LAYOUT_ARGUMENTS", "REGISTRY_EXCHANGE", "Catalog",
            "VhostCatalog"]
@@ -137,7 +137,7 @@ class VhostCatalog:
         self._registry_ready = False
         self._stopped = False  # (loop thread) no check is made again once stopped
         # what a new NAME.bindings is declared as: direct on RabbitMQ 4, topic before (see
-        # rtroute.sidecar.delivery.bindings_exchange_type), known once connected
+        # rtroute.routing.delivery_plan.bindings_exchange_type), known once connected
         self.bindings_type = "topic"
         self._watchers: dict[str, BindingWatcher] = {}  # pika thread only
         self._pika_connection: Any = None

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from rtroute.amqp.uri import AmqpUri, mask_uri, parse_uri
 from rtroute.proxy.catalog import Catalog
 from rtroute.proxy.session import Session
-from rtroute.sidecar.router import DEFAULT_BCC_ALIAS
+from rtroute.routing.exchange_router import DEFAULT_BCC_ALIAS
 
 __all__ = ["ProxyServer", "ProxySettings", "run"]
 

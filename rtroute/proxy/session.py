@@ -61,7 +61,7 @@ from rtroute.proxy.catalog import (
     RTopic,
     VhostCatalog,
 )
-from rtroute.sidecar.router import DEFAULT_FRAME_MAX
+from rtroute.routing.exchange_router import DEFAULT_FRAME_MAX
 
 __all__ = ["Session"]
 

@@ -14,9 +14,9 @@ import pika.exceptions
 from rtroute.amqp import frames
 from rtroute.amqp.content_header import dead_letter_frames
 from rtroute.divert import Divert
+from rtroute.routing.exchange_router import ERROR_HEADER
 from rtroute.sidecar.layout import DEAD_LETTER_EXCHANGE
 from rtroute.sidecar.republish import COPY, DEAD, ORIGINAL, PendingMessage, Republish
-from rtroute.sidecar.router import ERROR_HEADER
 
 if TYPE_CHECKING:
     from rtroute.sidecar.exchange import ManagedExchange

@@ -10,8 +10,8 @@ from typing import Any, Callable
 
 from rtroute.amqp import BindingWatcher, ManagementClient
 from rtroute.metrics import LatencyHistogram
+from rtroute.routing.exchange_router import BrokerRoutedRouter, ExchangeRouter
 from rtroute.sidecar.layout import ExchangeSpec
-from rtroute.sidecar.router import BrokerRoutedRouter, ExchangeRouter
 from rtroute.sidecar.status import Counters, ExchangeState, utc_timestamp
 
 LOG = logging.getLogger("rtroute.sidecar")

@@ -12,8 +12,8 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from rtroute.config import ExchangeConfig
-from rtroute.sidecar.delivery import bindings_exchange_type
-from rtroute.sidecar.router import ExchangeRouter
+from rtroute.routing.delivery_plan import bindings_exchange_type
+from rtroute.routing.exchange_router import ExchangeRouter
 
 if TYPE_CHECKING:
     from rtroute.sidecar.exchange import ManagedExchange
@@ -46,7 +46,7 @@ def declarations_for(spec: ExchangeSpec, rtopic_bindings_type: str = "topic") ->
     """The idempotent declarations one managed exchange needs (run on every connect).
 
     ``rtopic_bindings_type`` is the type of an rtopic exchange's ``NAME.bindings``: topic on
-    RabbitMQ 3.x, direct on 4.x (see :func:`rtroute.sidecar.delivery.bindings_exchange_type`
+    RabbitMQ 3.x, direct on 4.x (see :func:`rtroute.routing.delivery_plan.bindings_exchange_type`
     for the measurements), or the type an existing one has.
     """
     bindings_args = {"alternate-exchange": spec.alternate_exchange} if spec.alternate_exchange \

@@ -30,6 +30,7 @@ from rtroute.amqp import (
     frames,
 )
 from rtroute.divert import DivertTable, Verdict
+from rtroute.routing.exchange_router import ERROR_HEADER, Decision
 from rtroute.selector import MessageFacts
 from rtroute.sidecar.address_probe import ForwardingAddresses
 from rtroute.sidecar.dead_letters import (
@@ -45,7 +46,6 @@ from rtroute.sidecar.exchange import ManagedExchange
 from rtroute.sidecar.ingress import IngressMessage
 from rtroute.sidecar.layout import DEAD_LETTER_EXCHANGE
 from rtroute.sidecar.republish import COPY, DEAD, ORIGINAL, PendingMessage, Republish
-from rtroute.sidecar.router import ERROR_HEADER, Decision
 from rtroute.sidecar.shards import Shard, ShardState
 
 LOG = logging.getLogger("rtroute.sidecar")

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from rtroute.config import BindingConfig
-from rtroute.sidecar.router import BrokerRoutedRouter
+from rtroute.routing.exchange_router import BrokerRoutedRouter
 from rtroute.sidecar.service import ExchangeSpec, declarations_for
 
 

@@ -1,6 +1,6 @@
 """RTopicPublisher against the real broker with match sets larger than one header frame: the
 BCC carries a cover of the destinations, and what one publish cannot carry goes by a bound key
-of its own (the planner is :func:`rtroute.sidecar.delivery.plan_delivery`)."""
+of its own (the planner is :func:`rtroute.routing.delivery_plan.plan_delivery`)."""
 from __future__ import annotations
 
 import pytest

@@ -4,7 +4,7 @@ from collections import Counter
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rtroute.sidecar.delivery import Publish, bcc_cost, plan_delivery
+from rtroute.routing.delivery_plan import Publish, bcc_cost, plan_delivery
 
 from ..hypothesis_profiles import examples
 

@@ -4,7 +4,7 @@ from collections import Counter
 import pytest
 
 from rtroute.demo import PLUGIN_QUEUES
-from rtroute.sidecar.router import ExchangeRouter
+from rtroute.routing.exchange_router import ExchangeRouter
 
 PLUGIN = PLUGIN_QUEUES  # the rtopic plugin README's queues A-F and their keys
 
@@ -134,7 +134,7 @@ def test_a_direct_bindings_exchange_matches_literal_wildcard_words_literally():
     ("3.10.8", "topic"), ("3.13.7", "topic"), ("4.0.5", "direct"), ("4.1.0-rc.1", "direct"),
     ("5.0.0", "direct"), (None, "topic"), ("", "topic"), ("unknown", "topic")])
 def test_bindings_exchange_type_per_broker_version(version, expected):
-    from rtroute.sidecar.delivery import bindings_exchange_type
+    from rtroute.routing.delivery_plan import bindings_exchange_type
 
     assert bindings_exchange_type(version) == expected
 

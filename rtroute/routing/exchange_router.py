@@ -1,0 +1,317 @@
+"""Decides what happens to each ingress message of one managed exchange. Pure logic, no I/O.
+
+:class:`ExchangeRouter` serves ``rtopic`` exchanges; :class:`BrokerRoutedRouter` the
+``topic``, ``direct``, ``fanout`` and ``headers`` exchanges that the sidecar manages for their
+diverts, where RabbitMQ itself routes on ``NAME.bindings``.
+
+For rtopic, per message: route the routing key, the ``CC`` entries and the BCC-alias entries (RabbitMQ
+strips a publisher's ``BCC`` before the ingress queue stores the message, so rtopic publishers
+put their blind copies in an alias header, ``x-rtroute-bcc`` by default) with the core; then
+plan the republishes (:mod:`rtroute.routing.delivery_plan`). A message that cannot be routed as
+published is dead-lettered with the reason; one that matches nothing is unroutable.
+"""
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from rtroute.core import MAX_BINDING_BYTES, MAX_QUERY_BYTES, ForwardMatcher
+from rtroute.core.keys import decode_key
+from rtroute.routing import PreconditionFailed, extra_routing_keys, make_exchange
+from rtroute.routing.delivery_plan import Destination, Publish, plan_delivery
+
+__all__ = ["DEFAULT_BCC_ALIAS", "DEFAULT_FRAME_MAX", "ERROR_HEADER", "FRAME_OVERHEAD",
+           "BrokerRoutedRouter", "Decision", "ExchangeRouter", "field_table_size"]
+
+DEFAULT_BCC_ALIAS = "x-rtroute-bcc"
+ERROR_HEADER = "x-rtroute-error"
+# A header frame is at most frame_max (128 KiB on RabbitMQ by default); leave room for the
+# frame and property overhead and the message's own headers (subtracted per message).
+DEFAULT_FRAME_MAX = 131072
+FRAME_OVERHEAD = 1024
+
+
+@dataclass
+class Decision:
+    """The outcome for one ingress message.
+
+    Attributes:
+        publishes: the republishes to make (empty: nothing to publish).
+        headers: the headers every republish carries (alias removed, everything else as is).
+        error: why the message is dead-lettered, or None.
+        unroutable: no binding matched.
+        keys: the binding keys matched, as the core returned them.
+    """
+
+    publishes: list[Publish] = field(default_factory=list)
+    headers: dict = field(default_factory=dict)
+    error: str | None = None
+    unroutable: bool = False
+    keys: Sequence[str] = ()
+
+    @cached_property
+    def matched(self) -> tuple[str, ...]:
+        """The distinct binding keys matched, sorted (computed when first asked: the
+        sidecar does not ask, and a decision shared by a batch computes it once)."""
+        return tuple(sorted(set(self.keys)))
+
+
+def field_table_size(value: Any) -> int:
+    """An upper bound of the AMQP 0-9-1 encoded size of a header value (or table); exact for
+    a table that knows its ``wire_size`` (the sidecar's
+    :class:`~rtroute.sidecar.ingress.RoutingHeaders`, which holds only a few entries)."""
+    wire_size = getattr(value, "wire_size", None)
+    if wire_size is not None:
+        return wire_size
+    size = 0
+    stack = [value]  # iterative: a table may nest deeper than Python's recursion limit
+    while stack:
+        value = stack.pop()
+        if isinstance(value, Mapping):
+            size += 4
+            for k, v in value.items():
+                size += 1 + len(str(k).encode("utf-8", "surrogatepass")) + 1
+                stack.append(v)
+        elif isinstance(value, (list, tuple)):
+            size += 4 + len(value)
+            stack.extend(value)
+        elif isinstance(value, str):
+            size += 4 + len(value.encode("utf-8", "surrogatepass"))
+        elif isinstance(value, (bytes, bytearray)):
+            size += 4 + len(value)
+        else:
+            size += 9
+    return size
+
+
+class ExchangeRouter:
+    """Bindings and routing decisions for one managed exchange ``NAME``.
+
+    Args:
+        name: the exchange publishers publish to.
+        kind: ``rtopic`` (see :class:`BrokerRoutedRouter` for the others).
+        bcc_alias: the header carrying BCC entries past RabbitMQ's ingress (stripped on delivery).
+        alternate_exchange: where unroutable messages go (declared as the alternate exchange of
+            ``NAME.bindings``, so publishing there unrouted reaches it).
+        frame_max: the negotiated frame size that bounds one publish's BCC list.
+        bindings_type: the type of ``NAME.bindings`` (``topic`` or ``direct``; see
+            :func:`rtroute.routing.delivery_plan.bindings_exchange_type`): on a topic exchange
+            RabbitMQ treats a bound key's literal ``*``/``#`` words as wildcards. It may be
+            set later (once the broker said which type the exchange has).
+        by_matched_key: publish a message that matched one binding key with that key as
+            its routing key instead of a ``BCC`` (see
+            :func:`rtroute.routing.delivery_plan.plan_delivery`).
+    """
+
+    def __init__(self, name: str, kind: str = "rtopic", bcc_alias: str = DEFAULT_BCC_ALIAS,
+                 alternate_exchange: str | None = None,
+                 frame_max: int = DEFAULT_FRAME_MAX, bindings_type: str = "topic",
+                 by_matched_key: bool = False) -> None:
+        self.name = name
+        self.by_matched_key = by_matched_key
+        self.bindings_type = bindings_type
+        self.bindings_exchange = f"{name}.bindings"
+        self.bcc_alias = bcc_alias
+        self.alternate_exchange = alternate_exchange
+        self.frame_max = frame_max
+        self._exchange = make_exchange(kind, name)
+        self._destinations_by_key: dict[str, set[Destination]] = {}
+        self._count = 0  # bindings known (read by other threads for status)
+        # bind/unbind run in the owner's thread; bindings() may be called from any other
+        self._table_lock = threading.Lock()
+        # bound keys holding '*'/'#' words: RabbitMQ's topic NAME.bindings treats them as
+        # wildcards, so the planner must know what they catch
+        self._wildcards = ForwardMatcher()
+
+    # -- bindings (fed by the binding watcher or the static config) --------------------------
+    def bind(self, destination: Destination, key: str) -> bool:
+        """Adds a binding of ``destination`` ("queue"|"exchange", name) with ``key``."""
+        added = self._exchange.bind(_encode(destination), key)
+        if added:
+            with self._table_lock:
+                self._count += 1
+                self._destinations_by_key.setdefault(key, set()).add(destination)
+            if _has_wildcard(key):
+                self._wildcards.add(key)
+        return added
+
+    def unbind(self, destination: Destination, key: str) -> bool:
+        """Removes one binding; returns False if it was not known."""
+        removed = self._exchange.unbind(_encode(destination), key)
+        if removed:
+            with self._table_lock:
+                self._count -= 1
+                dests = self._destinations_by_key[key]
+                dests.discard(destination)
+                emptied = not dests
+                if emptied:
+                    del self._destinations_by_key[key]
+            if emptied and _has_wildcard(key):
+                self._wildcards.remove(key)
+        return removed
+
+    def destinations_of(self, key: str) -> set[Destination]:
+        """Where RabbitMQ's ``NAME.bindings`` delivers a publish routed with ``key``."""
+        found = set(self._destinations_by_key.get(key, ()))
+        if len(self._wildcards) and self.bindings_type == "topic":
+            for wildcard in self._wildcards.match(key):
+                found |= self._destinations_by_key[wildcard]
+        return found
+
+    def replace_bindings(self, bindings: Sequence[tuple[Destination, str]]) -> None:
+        """Makes the known bindings exactly ``bindings`` (after a full re-listing)."""
+        wanted = set(bindings)
+        current = {(d, k) for k, ds in self._destinations_by_key.items() for d in ds}
+        for dest, key in current - wanted:
+            self.unbind(dest, key)
+        for dest, key in wanted - current:
+            self.bind(dest, key)
+
+    def bindings(self) -> list[tuple[Destination, str]]:
+        """Every known ``((type, name), key)``, sorted. Safe from another thread while the
+        owner binds (status pages, a publisher's caller)."""
+        with self._table_lock:
+            known = [(d, k) for k, ds in self._destinations_by_key.items() for d in ds]
+        return sorted(known)
+
+    def binding_count(self) -> int:
+        """How many bindings are known (cheap, from any thread)."""
+        return self._count
+
+    # -- decisions ------------------------------------------------------------------------
+    def decide_many(self, messages: Sequence[tuple[str, Mapping[str, Any] | None]]
+                    ) -> list[Decision]:
+        """Decides each ``(routing_key, headers)``; bad messages get ``error``, never raise.
+
+        Identical queries in one batch are matched once, and messages without headers that
+        publish the same routing key share one (read-only) :class:`Decision`.
+        """
+        decisions: list[Decision | None] = [None] * len(messages)
+        groups: dict[tuple[str, ...], int] = {}  # query -> its index in the core call
+        # (index, query's index, routing key, delivered headers or None for none, CC, size of
+        # the headers table)
+        valid: list[tuple[int, int, str, dict | None, list[str], int]] = []
+        # a str key published without headers, seen before in this batch -> its query's index;
+        # the messages that repeat it (a batch often holds many of one key) take its decision
+        plain: dict[str, int] = {}
+        repeats: list[tuple[int, int]] = []
+        for i, (routing_key, headers) in enumerate(messages):
+            if headers is None and type(routing_key) is str:
+                group = plain.get(routing_key)
+                if group is not None:
+                    repeats.append((i, group))
+                    continue
+            try:
+                size = field_table_size(headers) if headers is not None else 0
+                if headers or size > 4:  # a RoutingHeaders may be empty, its table not
+                    delivered, cc, queries = self._queries(routing_key, headers)
+                else:  # the common case: nothing but the routing key
+                    routing_key = decode_key(routing_key, MAX_BINDING_BYTES, "routing key")
+                    delivered, cc, queries = None, [], (routing_key,)
+            except (PreconditionFailed, TypeError, ValueError) as exc:
+                decisions[i] = Decision(headers=dict(headers or {}), error=str(exc))
+                continue
+            group = groups.setdefault(queries, len(groups))
+            valid.append((i, group, queries[0], delivered, cc, size))
+            if headers is None and type(routing_key) is str:
+                plain[routing_key] = group
+        matched = self._exchange.match_queries(list(groups))
+        shared: dict[int, Decision] = {}
+        for i, group, routing_key, delivered, cc, size in valid:
+            if delivered is None:
+                decision = shared.get(group)
+                if decision is None:
+                    decision = shared[group] = self._decision(routing_key, {}, [],
+                                                              matched[group])
+                decisions[i] = decision
+            else:
+                decisions[i] = self._decision(routing_key, delivered, cc, matched[group], size)
+        for i, group in repeats:  # the first of its key was plain too: its decision is shared
+            decisions[i] = shared[group]
+        return decisions  # type: ignore[return-value]
+
+    def _queries(self, routing_key: Any, headers: Mapping[str, Any] | None
+                 ) -> tuple[dict, list[str], tuple[str, ...]]:
+        routing_key = decode_key(routing_key, MAX_BINDING_BYTES, "routing key")
+        headers = dict(headers or {})
+        cc, bcc = extra_routing_keys(headers)
+        alias = headers.pop(self.bcc_alias, None)
+        if alias is not None:
+            if not isinstance(alias, (list, tuple)):
+                raise PreconditionFailed(
+                    f"header {self.bcc_alias!r} must be an array of routing keys, "
+                    f"got {type(alias).__name__}")
+            bcc += [k for k in alias if isinstance(k, str)]
+        extra = [decode_key(k, MAX_QUERY_BYTES, "CC/BCC entry") for k in (*cc, *bcc)]
+        headers.pop("BCC", None)
+        return headers, cc, (routing_key, *extra)
+
+    def _decision(self, routing_key: str, headers: dict, cc: list[str], keys,
+                  headers_size: int = 0) -> Decision:
+        if not keys:
+            publishes = [Publish(self.bindings_exchange, routing_key, ())] \
+                if self.alternate_exchange else []
+            return Decision(publishes, headers, unroutable=True)
+        budget = self.frame_max - FRAME_OVERHEAD - headers_size
+        plan = plan_delivery(self.bindings_exchange, routing_key, cc, keys,
+                             self.destinations_of, budget, self.by_matched_key)
+        return Decision(plan, headers, keys=keys)
+
+
+class BrokerRoutedRouter:
+    """Decisions for a managed ``topic``/``direct``/``fanout``/``headers`` exchange.
+
+    ``NAME.bindings`` is a real exchange of that type: the sidecar republishes each message
+    there once, with the routing key and headers as published, and RabbitMQ routes it (so the
+    sidecar keeps no bindings and learns unroutable messages from ``basic.return``). The BCC
+    alias header becomes a real ``BCC`` header, so RabbitMQ applies BCC semantics (extra
+    routing keys, stripped before delivery) on ``NAME.bindings``.
+
+    Args:
+        name: the exchange publishers publish to.
+        bcc_alias: the header carrying BCC entries past RabbitMQ's ingress.
+    """
+
+    def __init__(self, name: str, bcc_alias: str = DEFAULT_BCC_ALIAS) -> None:
+        self.name = name
+        self.bindings_exchange = f"{name}.bindings"
+        self.bcc_alias = bcc_alias
+
+    def bindings(self) -> list[tuple[Destination, str]]:
+        """RabbitMQ keeps the bindings: none are known here."""
+        return []
+
+    def decide_many(self, messages: Sequence[tuple[str, Mapping[str, Any] | None]]
+                    ) -> list[Decision]:
+        """One republish per message; a bad alias header or key gets ``error``, never raises."""
+        return [self._decide(routing_key, headers) for routing_key, headers in messages]
+
+    def _decide(self, routing_key: Any, headers: Mapping[str, Any] | None) -> Decision:
+        original = headers
+        headers = dict(headers or {})
+        try:
+            routing_key = decode_key(routing_key, MAX_BINDING_BYTES, "routing key")
+            alias = headers.pop(self.bcc_alias, None)
+            headers.pop("BCC", None)
+            if alias is not None and not isinstance(alias, (list, tuple)):
+                raise PreconditionFailed(
+                    f"header {self.bcc_alias!r} must be an array of routing keys, "
+                    f"got {type(alias).__name__}")
+        except (PreconditionFailed, TypeError, ValueError) as exc:
+            return Decision(headers=dict(original or {}), error=str(exc))
+        bcc = tuple(k for k in alias if isinstance(k, str)) if alias else None
+        return Decision([Publish(self.bindings_exchange, routing_key, bcc or None)], headers)
+
+
+def _has_wildcard(key: str) -> bool:
+    return any(word in ("*", "#") for word in key.split("."))
+
+
+def _encode(destination: Destination) -> str:
+    kind, name = destination
+    if kind not in ("queue", "exchange"):
+        raise ValueError(f"destination type must be queue or exchange, got {kind!r}")
+    return f"{kind}:{name}"
