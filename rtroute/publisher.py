@@ -54,6 +54,8 @@ from rtroute.amqp.connection import ReconnectingConnection
 from rtroute.amqp.content_header import PROPERTY_NAMES, content_header_frame
 from rtroute.amqp.management import ManagementClient, ManagementError, WrongBroker
 from rtroute.amqp.uri import mask_uri, parse_uri
+from rtroute.relay.flow import FlowControl
+from rtroute.relay.timers import Timers
 from rtroute.routing import PreconditionFailed
 from rtroute.routing.delivery_plan import Publish
 from rtroute.routing.exchange_router import DEFAULT_BCC_ALIAS, ExchangeRouter
@@ -269,6 +271,10 @@ class RTopicPublisher:
         # state changes notify them, settling does not (it makes no room)
         self._blocked = 0
         self._window: ConfirmWindow | None = None
+        # connection.blocked (relay/flow.py, the shovel's and the sidecar's rule): while the
+        # broker blocks the connection nothing is sent; queued messages wait, in order
+        self._pauses = _Pauses(self._drain)
+        self._flow: FlowControl | None = None
         self._channel: Any = None
         self._fast: dict[bool, frames.PublishFrames] | None = None
         self._head_cache: dict[tuple, bytes] = {}  # of one connection (its channel number)
@@ -420,6 +426,7 @@ class RTopicPublisher:
             "failed": self.failed,
             "unroutable": self.unroutable,
             "connection": self._connection.state,
+            "blocked": bool(self._pauses.reasons),
             "last_error": self._fatal or self._connection.last_error
             or self._watcher.last_error,
         }
@@ -468,6 +475,9 @@ class RTopicPublisher:
             identity_from_server_properties(getattr(connection, "server_properties", None)),
             self.masked_uri, "management_uri")
         self._channel = channel
+        self._flow = FlowControl(self._pauses, Timers(connection.ioloop),  # type: ignore[arg-type]
+                                 label=f"publisher of {self.exchange!r}")
+        self._flow.watch(connection)
         self._head_cache = {}  # frames of the last connection's channel
         self._last_head = (None, -1, None, b"")
         try:  # publish ready-made frames and read confirms without pika's per-frame dispatch
@@ -528,6 +538,9 @@ class RTopicPublisher:
             future._fail(PublishFailed(f"connection lost: {reason}"))
             self._part_settled(future)
         self._window = None
+        if self._flow is not None:
+            self._flow.forget()
+        self._pauses.reasons.clear()  # a new connection starts unblocked
         if self._starting and "NOT_FOUND" in reason and self.bindings_exchange in reason:
             self._give_up(f"exchange {self.bindings_exchange!r} does not exist: start the "
                           f"sidecar for {self.exchange!r} once (`rtroute run --rtopic "
@@ -541,7 +554,7 @@ class RTopicPublisher:
         with self._condition:
             self._wakeup_scheduled = False
         window = self._window
-        if window is None or window.closed or not self._watcher.ready:
+        if window is None or window.closed or not self._watcher.ready or self._pauses.reasons:
             return
         try:
             while self._has_room(window):
@@ -801,6 +814,23 @@ class RTopicPublisher:
             future._fail(PublisherClosed(f"publisher of {self.exchange!r} closed before "
                                          "the message was sent"))
             self._part_settled(future)
+
+
+class _Pauses:
+    """Why the engine sends nothing now (what :class:`~rtroute.relay.flow.FlowControl`
+    pauses): ``drain`` runs once no reason holds any more."""
+
+    def __init__(self, drain: Callable[[], Any]) -> None:
+        self.reasons: set[str] = set()
+        self._drain = drain
+
+    def pause(self, reason: str) -> None:
+        self.reasons.add(reason)
+
+    def resume(self, reason: str) -> None:
+        self.reasons.discard(reason)
+        if not self.reasons:
+            self._drain()
 
 
 def _with_headers(properties: pika.BasicProperties | None,

@@ -36,6 +36,8 @@ EVERY_BROKER: dict[str, str] = {
     "tests/sidecar/test_unroutable.py": "loss: unroutable messages",
     "tests/sidecar/test_large_match_set_delivery.py": "loss: match sets beyond one frame",
     "tests/sidecar/test_loop_guard.py": "loss: hop limit",
+    "tests/sidecar/test_connection_blocked.py": "loss: connection.blocked holds republishes",
+    "tests/publisher/test_publisher_blocked.py": "loss: connection.blocked holds publishes",
     "tests/sidecar/test_sidecar_broker.py::test_kill_9_mid_stream_loses_nothing": "loss",
     "tests/sidecar/test_sidecar_broker.py::test_malformed_messages_are_dead_lettered_and_the_sidecar_goes_on":
         "loss: dead letters",

@@ -42,6 +42,8 @@ from rtroute.amqp import (
 from rtroute.amqp.broker_identity import identity_from_server_properties
 from rtroute.amqp.management import WrongBroker
 from rtroute.divert import DivertTable
+from rtroute.relay.flow import FlowControl
+from rtroute.relay.timers import Timers
 from rtroute.sidecar.address_probe import (
     LOOK_AGAIN_INTERVAL,
     REPROBE_INTERVAL,
@@ -177,6 +179,7 @@ class Sidecar:
         self.last_error: str | None = None
         self.fatal_error: str | None = None
         self._notified_ready = False  # systemd (Type=notify) told once every exchange consumes
+        self._flow: FlowControl | None = None  # connection.blocked, per connection
 
     @property
     def internal_errors(self) -> int:
@@ -275,6 +278,10 @@ class Sidecar:
 
         pipeline.frame_max = getattr(getattr(connection, "params", None), "frame_max", None) \
             or pipeline.frame_max
+        # connection.blocked: republishes wait in order (the shovel's rule, relay/flow.py)
+        self._flow = FlowControl(pipeline, Timers(connection.ioloop),  # type: ignore[arg-type]
+                                 label="sidecar", on_change=self._on_flow)
+        self._flow.watch(connection)
 
         def with_publish_channel(publish_channel: Any) -> None:
             window = pipeline.open_window(publish_channel, self._window_size,
@@ -385,19 +392,29 @@ class Sidecar:
                                                self._on_unexpected_message)
             self._pipeline.consumers[ex.consumer_tag] = ex
             what = ex.spec.ingress_queue
-        ex.set_state(ExchangeState.RUNNING)
+        ex.set_state(ExchangeState.BLOCKED if self._flow is not None and self._flow.blocked
+                     else ExchangeState.RUNNING)
         self._notify_ready()
         LOG.info("exchange %s: consuming %s (%s bindings known)", ex.spec.name, what,
                  "broker-routed, no" if ex.broker_routed else ex.router.binding_count())
 
     def _notify_ready(self) -> None:
         """Tells systemd (Type=notify) once, when every exchange consumes."""
-        if not self._notified_ready and all(e.state is ExchangeState.RUNNING
-                                            for e in self.exchanges.values()):
+        if not self._notified_ready and all(
+                e.state in (ExchangeState.RUNNING, ExchangeState.BLOCKED)
+                for e in self.exchanges.values()):
             self._notified_ready = True
             sd_notify.notify(f"READY=1\nSTATUS=serving {len(self.exchanges)} exchange(s)")
 
+    def _on_flow(self, blocked: bool, _reason: str | None) -> None:
+        """The broker blocked or unblocked the connection: consuming exchanges say so."""
+        for ex in self.exchanges.values():
+            if ex.state in (ExchangeState.RUNNING, ExchangeState.BLOCKED):
+                ex.set_state(ExchangeState.BLOCKED if blocked else ExchangeState.RUNNING)
+
     def _on_lost(self, reason: str) -> None:
+        if self._flow is not None:
+            self._flow.forget()
         self._shards.detach()
         plugin = missing_plugin(reason)
         if plugin is not None and not self._stopping:

@@ -66,6 +66,9 @@ class ExchangeState(enum.Enum):
     """Connecting, declaring, learning bindings."""
     RUNNING = "running"
     """Consuming its ingress queue."""
+    BLOCKED = "blocked"
+    """The broker blocked the connection (``connection.blocked``: a memory or disk alarm):
+    republishes wait, in order, until it unblocks; the prefetch window bounds what arrives."""
     RECONNECTING = "reconnecting"
     """The connection or a channel was lost; unacked messages will be redelivered."""
     STOPPING = "stopping"

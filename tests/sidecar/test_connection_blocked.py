@@ -1,0 +1,63 @@
+"""``connection.blocked`` (a memory alarm on the broker): the sidecar publishes nothing while
+its connection is blocked, its exchanges say ``blocked`` in /status, and once the broker
+unblocks it every message is delivered, in order, none lost -- the shovel's rule
+(``tests/shovel/test_two_brokers.py``), both through ``rtroute.relay.flow.FlowControl``.
+
+The alarm is raised on the broker under test itself (``rabbitmqctl
+set_vm_memory_high_watermark``), and its previous value is put back whatever happens; the
+messages wait in the ingress queue first, since a publisher is blocked too."""
+from __future__ import annotations
+
+import pika
+import pytest
+
+from ..conftest import broker_ctl, wait_for
+from .conftest import depth, drain_many
+
+pytestmark = pytest.mark.broker
+
+COUNT = 300
+
+
+def _watermark() -> str:
+    done = broker_ctl("eval", "vm_memory_monitor:get_vm_memory_high_watermark().")
+    value = done.stdout.strip().splitlines()[-1]
+    float(value)  # a relative watermark: what rabbitmqctl set_... takes back
+    return value
+
+
+def test_republishes_wait_in_order_while_the_broker_blocks_the_connection(
+        sidecars, managed, channel):
+    name = managed("blocked")
+    queue = f"{name}.q"
+    managed.queues.append(queue)
+    sc = sidecars("--rtopic", name)
+    sc.wait_running(name, bindings=0)
+    channel.queue_declare(queue, durable=True)
+    channel.queue_bind(queue, f"{name}.bindings", "k.1")
+    sc.wait_running(name, bindings=1)
+    channel.confirm_delivery()
+    channel.basic_publish(name, "k.*", b"before")
+    wait_for(lambda: depth(channel, queue) == 1, 15)
+    sc.stop()
+
+    # the messages wait in the ingress queue (a publisher would be blocked by the alarm too)
+    for i in range(COUNT):
+        channel.basic_publish(name, "k.*" if i % 2 else "k.1", str(i).encode(),
+                              pika.BasicProperties(delivery_mode=2))
+    previous = _watermark()
+    broker_ctl("set_vm_memory_high_watermark", "0.0000001")
+    try:
+        sc = sidecars("--rtopic", name)
+        wait_for(lambda: sc.exchange(name).get("state") == "blocked", 30)
+        assert "blocked" in sc.log()
+        assert depth(channel, queue) == 1  # nothing routed while blocked
+        assert sc.exchange(name)["republished"] == 0
+    finally:
+        broker_ctl("set_vm_memory_high_watermark", previous)
+    wait_for(lambda: sc.exchange(name).get("state") == "running", 30)
+    wait_for(lambda: depth(channel, queue) == 1 + COUNT, 30)
+    bodies = [body for _m, _p, body in drain_many(channel, queue)]
+    assert bodies == [b"before", *(str(i).encode() for i in range(COUNT))]
+    assert depth(channel, f"rtroute.ingress.{name}") == 0
+    assert "unblocked" in sc.log()
