@@ -1,4 +1,4 @@
-"""AMQP 0-9-1 frames as bytes: the shovel's fast path through pika.
+"""AMQP 0-9-1 frames through pika: the sidecar's, the shovel's and the publisher's fast path.
 
 A shovel that passes messages through unchanged need not decode them: it reads each
 ``basic.deliver`` (tag, exchange, routing key) and keeps the content header and body frames as
@@ -16,12 +16,12 @@ Those are pika internals, reached only through :mod:`rtroute.amqp.pika_internals
 checks the pika version); :func:`install` checks for them and reports what is missing instead
 of misbehaving.
 
-Frame layout: ``type (1) | channel (2) | size (4) | payload (size) | 0xCE``.
+The frames themselves are built and read by :mod:`rtroute.amqp.frame_codec` (no pika); its
+names used here are re-exported for the callers of this module.
 """
 from __future__ import annotations
 
 import logging
-import struct
 from typing import Any, Callable
 
 import pika.exceptions
@@ -29,6 +29,26 @@ import pika.spec
 from pika.frame import Header, decode_frame
 
 from rtroute.amqp import pika_internals
+from rtroute.amqp.frame_codec import (
+    FRAME_BODY,
+    FRAME_END_BYTE,
+    FRAME_HEADER,
+    FRAME_METHOD,
+    HEAD,
+    U16,
+    U32,
+    U64,
+    PublishFrames,
+    body_frames,
+    body_of,
+    body_size,
+    content_after,
+    content_header_size,
+    on_channel,
+    publish_frame,
+    rechannel,
+    shortstr,
+)
 from rtroute.amqp.pika_internals import coalesce_io, emit
 
 __all__ = [
@@ -37,6 +57,7 @@ __all__ = [
     "body_frames",
     "body_of",
     "body_size",
+    "content_after",
     "content_header_size",
     "decode_properties",
     "emit",
@@ -51,110 +72,19 @@ __all__ = [
 
 LOGGER = logging.getLogger(__name__)
 
-FRAME_METHOD, FRAME_HEADER, FRAME_BODY = 1, 2, 3
-FRAME_END = b"\xce"
 _DELIVER = pika_internals.DELIVER_METHOD
 _ACK = pika_internals.ACK_METHOD
 _NACK = pika_internals.NACK_METHOD
-_PUBLISH = pika_internals.PUBLISH_METHOD + b"\x00\x00"  # basic.publish, ticket 0
-_FRAME_HEAD = struct.Struct(">BHI")
-_U16 = struct.Struct(">H").unpack_from
-_U32 = struct.Struct(">I").unpack_from
-_U64 = struct.Struct(">Q").unpack_from
-_CHANNEL = struct.Struct(">H").pack
+_FRAME_HEAD = HEAD
+_U16 = U16.unpack_from
+_U32 = U32.unpack_from
+_U64 = U64.unpack_from
 _PROPERTIES_OFFSET = 7 + 12  # frame head + class, weight, body size
+FRAME_END = FRAME_END_BYTE  # as bytes here (an int in frame_codec)
 
 
 OnDelivery = Callable[..., Any]
 OnConfirm = Callable[[int, bool, bool], Any]
-
-
-def shortstr(text: str) -> bytes:
-    """``text`` as an AMQP short string (length octet + UTF-8).
-
-    Raises:
-        ValueError: longer than 255 bytes.
-    """
-    data = text.encode("utf-8")
-    if len(data) > 255:
-        raise ValueError(f"short string of {len(data)} bytes (at most 255)")
-    return bytes((len(data),)) + data
-
-
-def publish_frame(channel: int, exchange: bytes, routing_key: bytes, mandatory: bool) -> bytes:
-    """A ``basic.publish`` method frame; ``exchange`` and ``routing_key`` are short strings."""
-    payload = b"".join((_PUBLISH, exchange, routing_key, b"\x01" if mandatory else b"\x00"))
-    return _FRAME_HEAD.pack(FRAME_METHOD, channel, len(payload)) + payload + FRAME_END
-
-
-class PublishFrames:
-    """The ``basic.publish`` method frames of one channel, each built once per (exchange,
-    routing key): given as ``str`` or as ready short strings. At ``limit`` entries the cache
-    starts over."""
-
-    __slots__ = ("_frames", "_limit", "channel", "mandatory")
-
-    def __init__(self, channel: int, limit: int, mandatory: bool = True) -> None:
-        self.channel = channel
-        self.mandatory = mandatory
-        self._limit = limit
-        self._frames: dict[tuple[str | bytes, str | bytes], bytes] = {}
-
-    def get(self, exchange: str | bytes, routing_key: str | bytes) -> bytes:
-        frame = self._frames.get((exchange, routing_key))
-        if frame is None:
-            if len(self._frames) >= self._limit:
-                self._frames.clear()
-            frame = self._frames[(exchange, routing_key)] = publish_frame(
-                self.channel, _short(exchange), _short(routing_key), self.mandatory)
-        return frame
-
-
-def _short(text: str | bytes) -> bytes:
-    return shortstr(text) if isinstance(text, str) else text
-
-
-def on_channel(frame: bytes, channel: int) -> bytes:
-    """``frame`` moved to ``channel``."""
-    return frame[:1] + _CHANNEL(channel) + frame[3:]
-
-
-def rechannel(parts: list[bytes], channel: int, frame_max: int) -> list[bytes]:
-    """The content frames ``parts`` (header, bodies) for another channel and frame size."""
-    out = [on_channel(parts[0], channel)]
-    if all(len(p) <= frame_max for p in parts[1:]):
-        out += [on_channel(p, channel) for p in parts[1:]]
-        return out
-    return out + body_frames(channel, body_of(parts), frame_max)
-
-
-def body_frames(channel: int, body: bytes, frame_max: int) -> list[bytes]:
-    """``body`` as body frames of at most ``frame_max`` bytes each (none for an empty body)."""
-    chunk = frame_max - 8
-    if len(body) <= chunk:
-        return [_FRAME_HEAD.pack(FRAME_BODY, channel, len(body)) + body + FRAME_END] \
-            if body else []
-    return [_FRAME_HEAD.pack(FRAME_BODY, channel, len(piece)) + piece + FRAME_END
-            for piece in (body[i:i + chunk] for i in range(0, len(body), chunk))]
-
-
-def content_after(head: bytes, channel: int, body: bytes, frame_max: int
-                  ) -> tuple[bytes, int]:
-    """``head`` (a publish's method and content header frames) followed by ``body``'s body
-    frames, as one ``bytes``, and the number of frames in it."""
-    if not body:
-        return head, 2
-    if len(body) <= frame_max - 8:  # one body frame: no list to build and join
-        return head + _FRAME_HEAD.pack(FRAME_BODY, channel, len(body)) + body + FRAME_END, 3
-    chunks = body_frames(channel, body, frame_max)
-    return head + b"".join(chunks), 2 + len(chunks)
-
-
-def content_header_size(data: bytes) -> int:
-    """The size, frame head and end included, of the content header frame in ``data``: a
-    ``basic.publish`` method frame followed by its content frames, as a window writes them."""
-    method_end = 8 + _U32(data, 3)[0]
-    return 8 + _U32(data, method_end + 3)[0]
 
 
 def properties_frame_size(body_size: int, properties: pika.spec.BasicProperties) -> int:
@@ -164,18 +94,6 @@ def properties_frame_size(body_size: int, properties: pika.spec.BasicProperties)
         Exception: what pika raises for a value it cannot encode.
     """
     return len(Header(0, body_size, properties).marshal())
-
-
-def body_of(parts: list[bytes]) -> bytes:
-    """The message body carried by the body frames ``parts[1:]``."""
-    if len(parts) == 2:
-        return parts[1][7:-1]
-    return b"".join(p[7:-1] for p in parts[1:])
-
-
-def body_size(header: bytes) -> int:
-    """The body size a content header frame announces."""
-    return _U64(header, 11)[0]
 
 
 def decode_properties(header: bytes) -> pika.spec.BasicProperties:

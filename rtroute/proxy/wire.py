@@ -1,16 +1,43 @@
 """The few AMQP 0-9-1 methods the proxy reads or writes, as bytes. Pure, no I/O.
 
-Frame layout: ``type (1) | channel (2) | size (4) | payload (size) | 0xCE``; a method frame's
-payload starts with its class id and method id (two ``u16``), then the fields. Only the methods
-the proxy rewrites are decoded here; field tables (``arguments``) stay raw bytes, so what the
-client sent reaches the broker unchanged.
+Frames are built and read with :mod:`rtroute.amqp.frame_codec` (its names used here are
+re-exported). Only the methods the proxy rewrites are decoded here; field tables
+(``arguments``) stay raw bytes, so what the client sent reaches the broker unchanged.
 """
 from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
 
+from rtroute.amqp.frame_codec import (
+    BASIC_PUBLISH,
+    FRAME_BODY,
+    FRAME_END,
+    FRAME_HEADER,
+    FRAME_HEARTBEAT,
+    FRAME_METHOD,
+    HEAD,
+    U16,
+    U32,
+    U64,
+    method_frame,
+    method_id,
+    publish_frame,
+    short,
+    shortstr,
+)
+
 __all__ = [
+    "BASIC_PUBLISH",
+    "FRAME_BODY",
+    "FRAME_END",
+    "FRAME_HEADER",
+    "FRAME_HEARTBEAT",
+    "FRAME_METHOD",
+    "HEAD",
+    "U16",
+    "U32",
+    "U64",
     "Bind",
     "Declare",
     "Delete",
@@ -26,20 +53,12 @@ __all__ = [
     "parse_delete",
     "publish_key_and_bits",
     "rename_exchange",
+    "short",
+    "shortstr",
 ]
 
-FRAME_METHOD, FRAME_HEADER, FRAME_BODY, FRAME_HEARTBEAT = 1, 2, 3, 8
-FRAME_END = 0xCE
-HEAD = struct.Struct(">BHI")
-U16 = struct.Struct(">H")
-U32 = struct.Struct(">I")
-U64 = struct.Struct(">Q")
 METHOD_ID = struct.Struct(">HH")
-
-# (class id, method id) as the u32 they make, so that a frame's id is one unpack
-def _mid(class_id: int, method_id: int) -> int:
-    return class_id << 16 | method_id
-
+_mid = method_id
 
 PROTOCOL_HEADER = b"AMQP\x00\x00\x09\x01"
 # the largest frame (header and end octet included) read before connection.tune-ok: RabbitMQ
@@ -68,28 +87,9 @@ QUEUE_BIND = _mid(50, 20)
 QUEUE_BIND_OK = _mid(50, 21)
 QUEUE_UNBIND = _mid(50, 50)
 QUEUE_UNBIND_OK = _mid(50, 51)
-BASIC_PUBLISH = _mid(60, 40)
 BASIC_RETURN = _mid(60, 50)
 BASIC_DELIVER = _mid(60, 60)
 BASIC_GET_OK = _mid(60, 71)
-
-
-def short(data: bytes | memoryview, pos: int) -> tuple[bytes, int]:
-    """The short string at ``pos`` (without its length octet) and the position after it."""
-    end = pos + 1 + data[pos]
-    return bytes(data[pos + 1:end]), end
-
-
-def shortstr(value: bytes) -> bytes:
-    if len(value) > 255:
-        raise ValueError(f"short string of {len(value)} bytes (at most 255)")
-    return bytes((len(value),)) + value
-
-
-def method_frame(channel: int, method: int, fields: bytes) -> bytes:
-    """A method frame: ``method`` as made by the ids above, ``fields`` encoded."""
-    payload = U32.pack(method) + fields
-    return HEAD.pack(FRAME_METHOD, channel, len(payload)) + payload + b"\xce"
 
 
 @dataclass
@@ -195,8 +195,7 @@ def bind(channel: int, destination: bytes, source: bytes, routing_key: bytes) ->
 
 
 def publish(channel: int, exchange: bytes, routing_key: bytes, bits: int) -> bytes:
-    return method_frame(channel, BASIC_PUBLISH, b"\x00\x00" + shortstr(exchange) +
-                        shortstr(routing_key) + bytes((bits,)))
+    return publish_frame(channel, shortstr(exchange), shortstr(routing_key), bits)
 
 
 def publish_key_and_bits(frame: bytes) -> tuple[bytes, int]:
