@@ -7,9 +7,8 @@ weight, the body size (``u64``) and the property flags and values; body frames c
 
 Who builds on it: :mod:`rtroute.amqp.frames` (the sidecar's, the shovel's and the publisher's
 fast path through pika: deliveries read and publishes written as frames),
-:mod:`rtroute.proxy.wire` (the methods the proxy reads and rewrites) and the Spark readers
-(which decode deliveries on executors, where pika need not be imported); the native
-:mod:`rtroute.core.frames` scanner walks the same layout.
+:mod:`rtroute.proxy.wire` (the methods the proxy reads and rewrites, without pika); the
+native :mod:`rtroute.core.frames` scanner walks the same layout.
 """
 from __future__ import annotations
 
