@@ -90,9 +90,7 @@ class DivertCopies:
                 return
             pending.deferred -= 1
             out = self._republish(ex, divert, address, copy, pending)
-            if out is not None:
-                self._pipeline.queue.append(out)
-            self._pipeline.publish_queued()
+            self._pipeline.enqueue([] if out is None else [out])
 
         def refused(reason: str) -> None:
             copy = make_copy(original, settings, address, source, ex.spec.max_hops)
@@ -201,9 +199,10 @@ class DivertCopies:
 
     def _resolve_waiting(self, address: str) -> None:
         """The broker answered for ``address``: the parked copies go out (or dead letters)."""
+        outs = []
         for ex, divert, name, copy, pending in self._awaiting_target.pop(address, []):
             pending.deferred -= 1
             out = self._republish(ex, divert, name, copy, pending, looked=True)
             assert out is not None
-            self._pipeline.queue.append(out)
-        self._pipeline.publish_queued()
+            outs.append(out)
+        self._pipeline.enqueue(outs)

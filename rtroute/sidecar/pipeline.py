@@ -336,6 +336,12 @@ class Pipeline:
                                   frames=data, frame_count=count))
         return outs
 
+    def enqueue(self, outs: list[Republish]) -> None:
+        """Queues republishes made outside a batch (a divert's copies whose target became
+        known), after those waiting, and publishes what the window takes."""
+        self.queue.extend(outs)
+        self.publish_queued()
+
     def pause(self, reason: str) -> None:
         """Publish nothing until ``reason`` is resumed (republishes queue up meanwhile, in
         order): :class:`rtroute.relay.flow.FlowControl` pauses for ``connection.blocked``."""
