@@ -17,12 +17,14 @@ fixture, is marked ``broker`` (``pytest -m broker`` selects them).
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from typing import Any, Callable
 from urllib.parse import quote
 
@@ -181,6 +183,21 @@ def broker_ctl(*args: str, check: bool = True, timeout: float = 60
         command = "rabbitmqctl"
     return subprocess.run([*shlex.split(command), *args], capture_output=True, text=True,
                           timeout=timeout, check=check)
+
+
+@contextlib.contextmanager
+def memory_alarm() -> Iterator[None]:
+    """A memory alarm on the broker under test while the block runs: its vm memory high
+    watermark set near zero, so it blocks every connection that publishes
+    (``connection.blocked``); the watermark it had is put back whatever happens."""
+    done = broker_ctl("eval", "vm_memory_monitor:get_vm_memory_high_watermark().")
+    previous = done.stdout.strip().splitlines()[-1]
+    float(previous)  # a relative watermark, as set_vm_memory_high_watermark takes it back
+    broker_ctl("set_vm_memory_high_watermark", "0.0000001")
+    try:
+        yield
+    finally:
+        broker_ctl("set_vm_memory_high_watermark", previous)
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 8.0, interval: float = 0.05) -> Any:

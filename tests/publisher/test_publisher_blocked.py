@@ -15,18 +15,11 @@ import pytest
 from rtroute import RTopicPublisher
 from rtroute.amqp.confirm_window import Outcome
 
-from ..conftest import broker_ctl, wait_for
+from ..conftest import memory_alarm, wait_for
 
 pytestmark = pytest.mark.broker
 
 COUNT = 200
-
-
-def _watermark() -> str:
-    done = broker_ctl("eval", "vm_memory_monitor:get_vm_memory_high_watermark().")
-    value = done.stdout.strip().splitlines()[-1]
-    float(value)  # a relative watermark, as rabbitmqctl set_vm_memory_high_watermark takes it
-    return value
 
 
 @pytest.fixture
@@ -47,9 +40,7 @@ def test_messages_wait_in_order_while_the_broker_blocks_the_connection(
         with RTopicPublisher(broker_uri, name, management_uri=management_uri) as pub:
             wait_for(lambda: len(pub.bindings) == 1, 15)
             assert pub.publish("k.*", b"before").result(timeout=10) is Outcome.ACKED
-            previous = _watermark()
-            broker_ctl("set_vm_memory_high_watermark", "0.0000001")
-            try:
+            with memory_alarm():
                 first = pub.publish("k.1", b"0")  # the broker blocks on a publish
                 wait_for(lambda: pub.status()["blocked"], 30)
                 futures = [first, *(pub.publish("k.*" if i % 2 else "k.1", str(i).encode())
@@ -57,8 +48,6 @@ def test_messages_wait_in_order_while_the_broker_blocks_the_connection(
                 status = pub.status()
                 assert status["queued"] == COUNT - 1  # nothing more was sent
                 assert not any(f.done() for f in futures[1:])
-            finally:
-                broker_ctl("set_vm_memory_high_watermark", previous)
             assert all(f.result(timeout=30) is Outcome.ACKED for f in futures)
             assert not pub.status()["blocked"]
         bodies = []

@@ -11,19 +11,12 @@ from __future__ import annotations
 import pika
 import pytest
 
-from ..conftest import broker_ctl, wait_for
+from ..conftest import memory_alarm, wait_for
 from .conftest import depth, drain_many
 
 pytestmark = pytest.mark.broker
 
 COUNT = 300
-
-
-def _watermark() -> str:
-    done = broker_ctl("eval", "vm_memory_monitor:get_vm_memory_high_watermark().")
-    value = done.stdout.strip().splitlines()[-1]
-    float(value)  # a relative watermark: what rabbitmqctl set_... takes back
-    return value
 
 
 def test_republishes_wait_in_order_while_the_broker_blocks_the_connection(
@@ -45,16 +38,12 @@ def test_republishes_wait_in_order_while_the_broker_blocks_the_connection(
     for i in range(COUNT):
         channel.basic_publish(name, "k.*" if i % 2 else "k.1", str(i).encode(),
                               pika.BasicProperties(delivery_mode=2))
-    previous = _watermark()
-    broker_ctl("set_vm_memory_high_watermark", "0.0000001")
-    try:
+    with memory_alarm():
         sc = sidecars("--rtopic", name)
         wait_for(lambda: sc.exchange(name).get("state") == "blocked", 30)
         assert "blocked" in sc.log()
         assert depth(channel, queue) == 1  # nothing routed while blocked
         assert sc.exchange(name)["republished"] == 0
-    finally:
-        broker_ctl("set_vm_memory_high_watermark", previous)
     wait_for(lambda: sc.exchange(name).get("state") == "running", 30)
     wait_for(lambda: depth(channel, queue) == 1 + COUNT, 30)
     bodies = [body for _m, _p, body in drain_many(channel, queue)]
