@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import uuid
 
-import pika
 import pytest
 
 from rtroute import RTopicPublisher
@@ -20,14 +19,6 @@ from ..conftest import memory_alarm, wait_for
 pytestmark = pytest.mark.broker
 
 COUNT = 200
-
-
-@pytest.fixture
-def channel(broker_uri):
-    connection = pika.BlockingConnection(pika.URLParameters(broker_uri))
-    yield connection.channel()
-    if connection.is_open:
-        connection.close()
 
 
 def test_messages_wait_in_order_while_the_broker_blocks_the_connection(

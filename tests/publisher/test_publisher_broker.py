@@ -21,14 +21,6 @@ README_TABLE = PLUGIN_README_TABLE
 
 
 @pytest.fixture
-def channel(broker_uri):
-    connection = pika.BlockingConnection(pika.URLParameters(broker_uri))
-    yield connection.channel()
-    if connection.is_open:
-        connection.close()
-
-
-@pytest.fixture
 def managed(channel, mgmt):
     """A fresh ``NAME`` whose ``NAME.bindings`` exists (as the sidecar declares it)."""
     name = f"rtroute.test.pub.{uuid.uuid4().hex[:8]}"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ..conftest import wait_for
-from .test_publisher_broker import channel, drain, managed, publisher  # noqa: F401 (fixtures)
+from .test_publisher_broker import drain, managed, publisher  # noqa: F401 (fixtures)
 
 LONG = "w" * 230  # ~245 bytes of BCC per key: 600 keys are more than one frame holds
 
