@@ -45,7 +45,7 @@ from typing import Any, Callable
 from rtroute.bench.spark import ResultMismatch, benchmark_bindings, generate_archive
 
 __all__ = ["BATCH", "PLAIN", "READER", "STREAMING", "StreamBenchError", "StreamMeasurement",
-           "format_table", "json_rows", "run"]
+           "format_table", "json_rows", "run", "temporary_stream"]
 
 PLAIN = "plain stream consumer"
 READER = "rtroute stream consumer"
@@ -87,14 +87,19 @@ def archive_messages(directory: Path) -> list[tuple[str, dict[str, Any] | None, 
                                           table.column("body").to_pylist())]
 
 
+def bench_stream(uri: str) -> contextlib.AbstractContextManager[str]:
+    """A new durable stream for one bench run (see :func:`temporary_stream`)."""
+    return temporary_stream(uri, f"rtroute.bench.stream.{uuid.uuid4().hex[:12]}")
+
+
 @contextlib.contextmanager
-def bench_stream(uri: str) -> Iterator[str]:
-    """A new durable stream and a fanout exchange of the same name bound to it; both deleted
-    on exit (on a connection of their own: one idle through the bench may have died)."""
+def temporary_stream(uri: str, name: str) -> Iterator[str]:
+    """A new durable stream ``name`` and a fanout exchange of the same name bound to it, so
+    that messages keep the routing keys they were published with; both deleted on exit (on a
+    connection of their own: one left idle through a long run misses its heartbeats)."""
     from rtroute.amqp import connect_blocking
 
-    name = f"rtroute.bench.stream.{uuid.uuid4().hex[:12]}"
-    connection = connect_blocking(uri, connection_name="rtroute-bench-stream")
+    connection = connect_blocking(uri, connection_name="rtroute-temporary-stream")
     try:
         channel = connection.channel()
         channel.queue_declare(name, durable=True, arguments={"x-queue-type": "stream"})
@@ -105,7 +110,7 @@ def bench_stream(uri: str) -> Iterator[str]:
     try:
         yield name
     finally:
-        connection = connect_blocking(uri, connection_name="rtroute-bench-stream")
+        connection = connect_blocking(uri, connection_name="rtroute-temporary-stream")
         try:
             channel = connection.channel()
             channel.exchange_delete(name)

@@ -7,41 +7,21 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 
 import pika
 
 from rtroute import RTopicExchange
+from rtroute.bench.spark_stream import temporary_stream
 from rtroute.spark.batches import header_text
 from rtroute.spark.stream_consumer import OFFSET_HEADER
 
 from .conftest import plugin_bindings, random_messages
 
 
-@contextlib.contextmanager
-def rabbit_stream(uri: str, label: str = "spark-stream") -> Iterator[str]:
-    """A new stream (``x-queue-type: stream``) and a fanout exchange of the same name bound to
-    it, so that messages keep the routing keys they were published with; both deleted after
-    (on a connection of their own: one left idle through a long test misses its heartbeats)."""
-    name = f"rtroute-test.{label}.{uuid.uuid4().hex[:8]}"
-    connection = pika.BlockingConnection(pika.URLParameters(uri))
-    try:
-        channel = connection.channel()
-        channel.queue_declare(name, durable=True, arguments={"x-queue-type": "stream"})
-        channel.exchange_declare(name, "fanout", durable=False)
-        channel.queue_bind(name, name)
-    finally:
-        connection.close()
-    try:
-        yield name
-    finally:
-        connection = pika.BlockingConnection(pika.URLParameters(uri))
-        try:
-            channel = connection.channel()
-            channel.exchange_delete(name)
-            channel.queue_delete(name)
-        finally:
-            connection.close()
+def rabbit_stream(uri: str, label: str = "spark-stream") -> contextlib.AbstractContextManager[str]:
+    """A new stream and a fanout exchange of the same name bound to it, deleted after (the
+    bench's :func:`~rtroute.bench.spark_stream.temporary_stream`)."""
+    return temporary_stream(uri, f"rtroute-test.{label}.{uuid.uuid4().hex[:8]}")
 
 
 def messages(count: int, seed: int, first_id: int = 0) -> list[dict]:
