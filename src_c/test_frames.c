@@ -9,14 +9,7 @@
 #include <string.h>
 
 #include "amqp_frames.h"
-
-#define CHECK(cond)                                                                            \
-    do {                                                                                       \
-        if (!(cond)) {                                                                         \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);           \
-            abort();                                                                           \
-        }                                                                                      \
-    } while (0)
+#include "test_support.h"
 
 #define RUN(name)                                                                              \
     do {                                                                                       \
@@ -374,10 +367,7 @@ static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 
 static uint32_t rnd(uint32_t n)
 {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state % n);
+    return rt_test_rnd(&rng_state, n);
 }
 
 /* Checks one answer against the buffer: offsets in range, and what they claim holds. */

@@ -11,14 +11,7 @@
 
 #include "rtroute.h"
 #include "ids.h"
-
-#define CHECK(cond)                                                                            \
-    do {                                                                                       \
-        if (!(cond)) {                                                                         \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);           \
-            abort();                                                                           \
-        }                                                                                      \
-    } while (0)
+#include "test_support.h"
 
 static int quick;
 static unsigned tests_run;
@@ -60,10 +53,7 @@ static uint64_t rng_state = 0x243f6a8885a308d3ull;
 
 static uint32_t rnd(uint32_t n)
 {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state % n);
+    return rt_test_rnd(&rng_state, n);
 }
 
 /* -------------------------------------------------------------------- the brute force */
