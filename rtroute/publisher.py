@@ -15,8 +15,8 @@ management API's listing of ``NAME.bindings``, kept current by the event exchang
 as a fallback, as the sidecar does) and a :class:`~rtroute.amqp.confirm_window.ConfirmWindow`.
 :meth:`RTopicPublisher.publish` may be called from any thread: it queues the message and wakes
 the ioloop thread once per batch; that thread routes the batch with the native core (the
-sidecar's :class:`~rtroute.routing.exchange_router.ExchangeRouter`, so both decide alike: the same CC,
-BCC, huge-match-set and bad-header rules) and publishes with confirms.
+sidecar's :class:`~rtroute.routing.exchange_router.ExchangeRouter`, so both decide alike: the
+same CC, BCC, huge-match-set and bad-header rules) and publishes with confirms.
 
 Differences from publishing to ``NAME`` through the sidecar:
 
@@ -54,7 +54,7 @@ from rtroute.amqp.connection import ReconnectingConnection
 from rtroute.amqp.content_header import PROPERTY_NAMES, content_header_frame
 from rtroute.amqp.management import ManagementClient, ManagementError, WrongBroker
 from rtroute.amqp.uri import mask_uri, parse_uri
-from rtroute.relay.flow import FlowControl
+from rtroute.relay.flow import FlowControl, Pauses
 from rtroute.relay.timers import Timers
 from rtroute.routing import PreconditionFailed
 from rtroute.routing.delivery_plan import Publish
@@ -273,7 +273,7 @@ class RTopicPublisher:
         self._window: ConfirmWindow | None = None
         # connection.blocked (relay/flow.py, the shovel's and the sidecar's rule): while the
         # broker blocks the connection nothing is sent; queued messages wait, in order
-        self._pauses = _Pauses(self._drain)
+        self._pauses = Pauses(self._drain)
         self._flow: FlowControl | None = None
         self._channel: Any = None
         self._fast: dict[bool, frames.PublishFrames] | None = None
@@ -475,7 +475,7 @@ class RTopicPublisher:
             identity_from_server_properties(getattr(connection, "server_properties", None)),
             self.masked_uri, "management_uri")
         self._channel = channel
-        self._flow = FlowControl(self._pauses, Timers(connection.ioloop),  # type: ignore[arg-type]
+        self._flow = FlowControl(self._pauses, Timers(connection.ioloop),
                                  label=f"publisher of {self.exchange!r}")
         self._flow.watch(connection)
         self._head_cache = {}  # frames of the last connection's channel
@@ -814,23 +814,6 @@ class RTopicPublisher:
             future._fail(PublisherClosed(f"publisher of {self.exchange!r} closed before "
                                          "the message was sent"))
             self._part_settled(future)
-
-
-class _Pauses:
-    """Why the engine sends nothing now (what :class:`~rtroute.relay.flow.FlowControl`
-    pauses): ``drain`` runs once no reason holds any more."""
-
-    def __init__(self, drain: Callable[[], Any]) -> None:
-        self.reasons: set[str] = set()
-        self._drain = drain
-
-    def pause(self, reason: str) -> None:
-        self.reasons.add(reason)
-
-    def resume(self, reason: str) -> None:
-        self.reasons.discard(reason)
-        if not self.reasons:
-            self._drain()
 
 
 def _with_headers(properties: pika.BasicProperties | None,

@@ -30,6 +30,7 @@ from rtroute.amqp import (
     frames,
 )
 from rtroute.divert import DivertTable, Verdict
+from rtroute.relay.flow import Pauses
 from rtroute.routing.exchange_router import ERROR_HEADER, Decision
 from rtroute.selector import MessageFacts
 from rtroute.sidecar.address_probe import ForwardingAddresses
@@ -83,7 +84,8 @@ class Pipeline:
         self.publish_frames: frames.PublishFrames | None = None
         self.frame_max = 131072  # the connection's, once negotiated
         self.queue: collections.deque[Republish] = collections.deque()
-        self.pause_reasons: set[str] = set()  # while any holds, nothing is published
+        # why nothing is published now (connection.blocked: see rtroute.relay.flow)
+        self.pauses = Pauses(self.publish_queued)
         # the ingress channel's acks, in delivery order, once every republish is confirmed
         # (each shard of a sharded ingress has a channel and a settler of its own)
         self.settler = Settler(connection.ioloop)
@@ -146,7 +148,7 @@ class Pipeline:
         """The connection is lost: what was in flight is forgotten (the broker redelivers
         every unacked ingress message); the next connection starts unpaused."""
         self.window = None
-        self.pause_reasons.clear()
+        self.pauses.reasons.clear()
         self.queue.clear()
         self.settler.reset(None)
         self.shards.clear()
@@ -342,22 +344,11 @@ class Pipeline:
         self.queue.extend(outs)
         self.publish_queued()
 
-    def pause(self, reason: str) -> None:
-        """Publish nothing until ``reason`` is resumed (republishes queue up meanwhile, in
-        order): :class:`rtroute.relay.flow.FlowControl` pauses for ``connection.blocked``."""
-        self.pause_reasons.add(reason)
-
-    def resume(self, reason: str) -> None:
-        """``reason`` no longer holds: publish what waits if nothing else holds."""
-        self.pause_reasons.discard(reason)
-        if not self.pause_reasons:
-            self.publish_queued()
-
     def publish_queued(self) -> None:
         """Publishes the queued republishes while the confirm window has room, then writes
         their frames to the socket at once."""
         window = self.window
-        if window is None or self.pause_reasons:
+        if window is None or self.pauses.reasons:
             return
         queue = self.queue
         try:

@@ -279,8 +279,8 @@ class Sidecar:
         pipeline.frame_max = getattr(getattr(connection, "params", None), "frame_max", None) \
             or pipeline.frame_max
         # connection.blocked: republishes wait in order (the shovel's rule, relay/flow.py)
-        self._flow = FlowControl(pipeline, Timers(connection.ioloop),  # type: ignore[arg-type]
-                                 label="sidecar", on_change=self._on_flow)
+        self._flow = FlowControl(pipeline.pauses, Timers(connection.ioloop), label="sidecar",
+                                 on_change=self._on_flow)
         self._flow.watch(connection)
 
         def with_publish_channel(publish_channel: Any) -> None:
