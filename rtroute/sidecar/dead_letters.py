@@ -14,6 +14,7 @@ import pika.exceptions
 from rtroute.amqp import frames
 from rtroute.amqp.content_header import dead_letter_frames
 from rtroute.divert import Divert
+from rtroute.relay.outbox import header_too_large
 from rtroute.routing.exchange_router import ERROR_HEADER
 from rtroute.sidecar.layout import DEAD_LETTER_EXCHANGE
 from rtroute.sidecar.republish import COPY, DEAD, ORIGINAL, PendingMessage, Republish
@@ -92,23 +93,12 @@ def dead_letter_of_copy(out: Republish, reason: str,
 def too_large(out: Republish, frame_max: int) -> str | None:
     """Why ``out`` cannot be published as it is, or None: a content header frame above the
     connection's ``frame_max`` would make RabbitMQ close the whole connection
-    (``FRAME_ERROR``), stalling every exchange and redelivering the message for ever."""
-    if out.frames is not None:
-        size = frames.content_header_size(out.frames)
-    elif out.properties is not None:
-        try:
-            size = frames.properties_frame_size(len(out.body), out.properties)
-        except (TypeError, ValueError, OverflowError, struct.error,
-                pika.exceptions.AMQPError):
-            return None  # unencodable: publishing it says why (unencodable)
-    else:
-        return None
-    # RabbitMQ takes a frame whose payload fits in frame_max (rabbit_reader's
-    # FRAME_SIZE_FUDGE forgives the 8 bytes of frame head and end): take what it takes
-    if size - 8 <= frame_max:
-        return None
-    return (f"its properties and headers ({size - 8} bytes as a content header) exceed "
-            f"the connection's frame_max ({frame_max} bytes)")
+    (``FRAME_ERROR``), stalling every exchange and redelivering the message for ever. The
+    rule is the relay's (:func:`rtroute.relay.outbox.header_too_large`)."""
+    try:
+        return header_too_large(out, frame_max)  # type: ignore[arg-type]  # same attributes
+    except (TypeError, ValueError, OverflowError, struct.error, pika.exceptions.AMQPError):
+        return None  # unencodable: publishing it says why (unencodable)
 
 
 def undeliverable(out: Republish, reason: str) -> Republish:
