@@ -1,15 +1,14 @@
 """Settling a consumer's deliveries towards the broker: acks in delivery-tag order, one
-``multiple`` ack per ioloop turn, nacks at once, and a delivery held until every publish made
-for it has its confirm.
+``multiple`` ack per ioloop turn, nacks at once; a delivery still being handled holds the acks
+above it back.
 
 The sidecar (ingress messages republished to ``NAME.bindings``, diverted copies, dead letters)
 and the shovel (a source message published to the destination) share this contract, as the
 shovel plugin's ``rabbit_shovel_confirms`` maps destination confirms back to source acks:
 
 - :meth:`Settler.track` each delivery in delivery-tag order (one consume channel numbers them);
-- :meth:`Settler.expect` the publishes made for it, :meth:`Settler.confirmed` each outcome:
-  after the last one the delivery is acked, or nacked with requeue if any publish failed
-  (or call :meth:`Settler.ack` / :meth:`Settler.nack` directly);
+- :meth:`Settler.ack` or :meth:`Settler.nack` it once every publish made for it has its
+  outcome (the relay's :class:`~rtroute.relay.fanin.FanIn` counts them in ``awaiting``);
 - acks wait for the end of the ioloop turn and go out as one ``basic.ack`` with ``multiple``
   naming the highest acked tag below the lowest delivery not settled yet. A ``multiple`` ack
   must name an outstanding tag (the broker closes the channel otherwise) and covers every
@@ -45,8 +44,8 @@ class Delivery:
 
     Attributes:
         tag: the delivery tag on the consume channel.
-        awaiting: publishes made for it that have no confirm yet.
-        failed: one of them was nacked or failed (the delivery is then requeued).
+        awaiting: publishes made for it that have no outcome yet (the relay counts them).
+        failed: one of them was nacked or failed (the relay then requeues it).
         settled: acked (or about to be, by the next ``multiple`` ack) or nacked.
         parked: waiting for something slow; later deliveries' acks do not wait for it.
     """
@@ -134,39 +133,6 @@ class Settler:
     def track(self, delivery: Delivery) -> None:
         """Take ``delivery`` into account; deliveries come in increasing tag order."""
         self._unsettled.append(delivery)
-
-    def expect(self, delivery: Delivery, count: int = 1) -> None:
-        """``count`` more publishes are made for ``delivery``: it waits for their confirms."""
-        delivery.awaiting += count
-
-    def confirmed(self, delivery: Delivery, ok: bool = True) -> bool | None:
-        """One publish of ``delivery`` has its outcome (``ok``: the broker took it). After the
-        last one, :meth:`settle` it.
-
-        Returns:
-            None while publishes remain (or nothing could be sent), else as :meth:`settle`.
-        """
-        if not ok:
-            delivery.failed = True
-        delivery.awaiting -= 1
-        if delivery.awaiting > 0:
-            return None
-        return self.settle(delivery)
-
-    def settle(self, delivery: Delivery) -> bool | None:
-        """Ack ``delivery``, or nack it with requeue if one of its publishes failed.
-
-        Returns:
-            True: acked (with this turn's ``multiple`` ack); False: requeued; None: the
-            channel is gone (the broker redelivers it).
-        """
-        delivery.awaiting = 0
-        if not self.is_open:
-            return None
-        if delivery.failed:
-            return False if self.nack(delivery, requeue=True, failed=True) else None
-        self.ack(delivery)
-        return True
 
     def ack(self, delivery: Delivery) -> None:
         """Ack ``delivery`` with the ``multiple`` ack at the end of this ioloop turn."""

@@ -52,6 +52,8 @@ class FanIn:
         self.attached = False
         self.draining = False
         self._acked = policy.acked if type(policy).acked is not Policy.acked else None
+        self._item_acked = (policy.item_acked if type(policy).item_acked
+                            is not Policy.item_acked else None)
 
     # -- items ---------------------------------------------------------------------------------
 
@@ -98,6 +100,8 @@ class FanIn:
         item.awaiting = awaiting
         if awaiting <= 0:
             if item.settlement is None and not item.failed:
+                if self._item_acked is not None:
+                    self._item_acked(item)
                 item.settler.ack(item)
             else:
                 self._finish(item)
@@ -114,6 +118,8 @@ class FanIn:
         awaiting = item.awaiting - 1
         item.awaiting = awaiting
         if awaiting <= 0:
+            if self._item_acked is not None:
+                self._item_acked(item)
             item.settler.ack(item)
 
     def _one_done(self, item: Item) -> None:
@@ -155,4 +161,6 @@ class FanIn:
         settlement = item.settlement
         if settlement is None:
             settlement = self._policy.settlement(item) if item.failed else Settlement.ACK
+        if settlement is Settlement.ACK and self._item_acked is not None:
+            self._item_acked(item)
         self._upstream.settle_as(item, settlement)

@@ -93,11 +93,15 @@ def Settle(settlement: Settlement) -> Verdict:
 class Policy:
     """The defaults: a nack, a failed publish or one the outbox could not send fails its item,
     which is then requeued (``REQUEUE``); a return counts as done. Subclasses override the
-    hooks they need. :meth:`acked`, :meth:`published` and :meth:`written` are called only when
-    overridden (the first two run once per message)."""
+    hooks they need. :meth:`acked`, :meth:`item_acked`, :meth:`published` and :meth:`written`
+    are called only when overridden (the first three run once per message)."""
 
     def acked(self, out: Outgoing) -> None:
         """The broker confirmed ``out`` (not returned)."""
+
+    def item_acked(self, item: Item) -> None:
+        """Every publish of ``item`` has its outcome and it is acked upstream (the sidecar
+        measures its latency here)."""
 
     def published(self, out: Outgoing) -> None:
         """With confirms: ``out`` was handed to the window."""

@@ -5,16 +5,13 @@ vanishes: what cannot go where it was meant to goes here, and is counted.
 from __future__ import annotations
 
 import logging
-import struct
 from typing import TYPE_CHECKING, Any
 
 import pika
-import pika.exceptions
 
 from rtroute.amqp import frames
 from rtroute.amqp.content_header import dead_letter_frames
 from rtroute.divert import Divert
-from rtroute.relay.outbox import header_too_large
 from rtroute.routing.exchange_router import ERROR_HEADER
 from rtroute.sidecar.layout import DEAD_LETTER_EXCHANGE
 from rtroute.sidecar.republish import COPY, DEAD, ORIGINAL, PendingMessage, Republish
@@ -90,17 +87,6 @@ def dead_letter_of_copy(out: Republish, reason: str,
                        reason, pending, out.divert)
 
 
-def too_large(out: Republish, frame_max: int) -> str | None:
-    """Why ``out`` cannot be published as it is, or None: a content header frame above the
-    connection's ``frame_max`` would make RabbitMQ close the whole connection
-    (``FRAME_ERROR``), stalling every exchange and redelivering the message for ever. The
-    rule is the relay's (:func:`rtroute.relay.outbox.header_too_large`)."""
-    try:
-        return header_too_large(out, frame_max)  # type: ignore[arg-type]  # same attributes
-    except (TypeError, ValueError, OverflowError, struct.error, pika.exceptions.AMQPError):
-        return None  # unencodable: publishing it says why (unencodable)
-
-
 def undeliverable(out: Republish, reason: str) -> Republish:
     """The dead letter that replaces ``out``, which cannot be published (``reason``).
     A copy or an original becomes a dead letter with its properties and headers; a dead
@@ -119,12 +105,6 @@ def undeliverable(out: Republish, reason: str) -> Republish:
         headers.pop(name, None)
     return dead_letter(ex, out.routing_key, out.properties, headers, out.body, reason,
                        out.pending, out.divert)
-
-
-def unencodable(out: Republish, exc: Exception) -> Republish:
-    """A minimal dead letter replacing a republish whose properties cannot be encoded."""
-    return minimal_dead_letter(
-        out, f"cannot encode the message's properties: {type(exc).__name__}: {exc}")
 
 
 def minimal_dead_letter(out: Republish, reason: str) -> Republish:

@@ -28,8 +28,8 @@ TRANSFORMER_BUDGET = 5.0  # seconds a divert transformer may take for one copy
 
 
 class DivertCopies:
-    """Makes the republishes of the copies the divert stage decided, for ``pipeline`` (whose
-    queue, confirm window and settler they join). Runs in the ioloop of ``connection``."""
+    """Makes the republishes of the copies the divert stage decided, for ``pipeline`` (which
+    hands them to its relay). Runs in the ioloop of ``connection``."""
 
     def __init__(self, pipeline: Pipeline, exchanges: dict[str, ManagedExchange],
                  addresses: ForwardingAddresses, connection: ReconnectingConnection) -> None:

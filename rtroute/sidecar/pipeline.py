@@ -4,49 +4,37 @@ Deliveries (read as frames, :meth:`Pipeline.on_delivery`) gather into a batch th
 turn routes at once (:meth:`Pipeline.route_batch`): the divert stage, then the router, decide
 each message; each becomes its republishes (the original to ``NAME.bindings``, the diverted
 copies of :class:`~rtroute.sidecar.divert_copies.DivertCopies`, or a dead letter of
-:mod:`rtroute.sidecar.dead_letters`), queued for room in the confirm window. An ingress message
-is acked, in delivery order (:class:`~rtroute.amqp.settle.Settler`), once every republish of it
-is confirmed; a nack requeues it.
+:mod:`rtroute.sidecar.dead_letters`), handed to the :class:`~rtroute.relay.Relay`: the engine
+the shovel runs on publishes them through the confirm window, maps each confirm back to its
+ingress message and acks that, in delivery order on its channel, once every republish of it
+is answered; what an answer means is :class:`~rtroute.sidecar.policy.SidecarPolicy`'s (a nack
+requeues the message, a returned copy is dead-lettered). The pipeline keeps only the deciding.
 
 Everything here runs in the ioloop thread of one :class:`~rtroute.amqp.ReconnectingConnection`.
 """
 from __future__ import annotations
 
-import collections
 import logging
 import time
 from typing import Any, Callable
 
 import pika
-import pika.exceptions
 
-from rtroute.amqp import (
-    ConfirmWindow,
-    Outcome,
-    ReconnectingConnection,
-    Settler,
-    WindowClosed,
-    WindowFull,
-    frames,
-)
+from rtroute.amqp import ConfirmWindow, ReconnectingConnection, Settler, frames
 from rtroute.divert import DivertTable, Verdict
-from rtroute.relay.flow import Pauses
+from rtroute.relay.broker_upstream import BrokerUpstream
+from rtroute.relay.engine import Relay
+from rtroute.relay.timers import Timers
 from rtroute.routing.exchange_router import ERROR_HEADER, Decision
 from rtroute.selector import MessageFacts
 from rtroute.sidecar.address_probe import ForwardingAddresses
-from rtroute.sidecar.dead_letters import (
-    SOURCE_HEADER,
-    dead_letter_of_copy,
-    dead_letter_of_ingress,
-    too_large,
-    undeliverable,
-    unencodable,
-)
+from rtroute.sidecar.dead_letters import SOURCE_HEADER, dead_letter_of_ingress
 from rtroute.sidecar.divert_copies import DivertCopies
 from rtroute.sidecar.exchange import ManagedExchange
 from rtroute.sidecar.ingress import IngressMessage
 from rtroute.sidecar.layout import DEAD_LETTER_EXCHANGE
-from rtroute.sidecar.republish import COPY, DEAD, ORIGINAL, PendingMessage, Republish
+from rtroute.sidecar.policy import SidecarPolicy
+from rtroute.sidecar.republish import DEAD, PendingMessage, Republish
 from rtroute.sidecar.shards import Shard, ShardState
 
 LOG = logging.getLogger("rtroute.sidecar")
@@ -56,7 +44,7 @@ METHOD_FRAME_CACHE = 10_000  # basic.publish frames kept, by (exchange, routing 
 
 class Pipeline:
     """Routes the deliveries of every managed exchange (``exchanges``, through the divert
-    table ``diverts``) and republishes them on a confirm window.
+    table ``diverts``) and republishes them through the relay.
 
     Args:
         connection: whose ioloop everything runs in.
@@ -65,17 +53,22 @@ class Pipeline:
         addresses: what forwarding addresses are on the broker (for the copies).
         on_broken: called when the ingress channel is in a state only a reconnect mends.
         on_error: called with a line about an unexpected exception (the last error).
+        window: the most republishes awaiting their confirms.
+        on_window_closed: ``on_window_closed(reason)`` when the publish channel closes.
+        on_flow: ``on_flow(blocked, reason)`` on ``connection.blocked``/``unblocked``.
     """
 
     def __init__(self, connection: ReconnectingConnection, exchanges: dict[str, ManagedExchange],
                  diverts: DivertTable, addresses: ForwardingAddresses,
-                 on_broken: Callable[[], Any], on_error: Callable[[str], Any]) -> None:
+                 on_broken: Callable[[], Any], on_error: Callable[[str], Any], *,
+                 window: int = 1000,
+                 on_window_closed: Callable[[str], Any] | None = None,
+                 on_flow: Callable[[bool, str | None], Any] | None = None) -> None:
         self._connection = connection
         self._diverts = diverts
         self._on_broken = on_broken
         self._on_error = on_error
         self._copies = DivertCopies(self, exchanges, addresses, connection)
-        self.window: ConfirmWindow | None = None
         self.reader: frames.FrameReader | None = None
         self.consumers: dict[str, ManagedExchange] = {}  # consumer tag -> exchange
         # consumer tag -> shard, for a sharded ingress (a channel and settler per shard)
@@ -83,12 +76,15 @@ class Pipeline:
         # the basic.publish frames of the confirm window's channel
         self.publish_frames: frames.PublishFrames | None = None
         self.frame_max = 131072  # the connection's, once negotiated
-        self.queue: collections.deque[Republish] = collections.deque()
-        # why nothing is published now (connection.blocked: see rtroute.relay.flow)
-        self.pauses = Pauses(self.publish_queued)
-        # the ingress channel's acks, in delivery order, once every republish is confirmed
+        timers = Timers(connection.ioloop)
+        # the ingress channel's acks, in delivery order, once every republish is answered
         # (each shard of a sharded ingress has a channel and a settler of its own)
-        self.settler = Settler(connection.ioloop)
+        self.upstream = BrokerUpstream(timers, on_nacked=self._requeued)
+        self.settler = self.upstream.open()
+        # republishes go out, and come back to their ingress message, through the relay
+        self.relay = Relay(timers, SidecarPolicy(lambda: (self.publish_frames, self.frame_max)),
+                           self.upstream, window=window, label="sidecar",
+                           on_broken=on_window_closed, on_flow=on_flow)
         # deliveries since the last route_batch, in delivery-tag order on each channel
         self._batch: list[IngressMessage] = []
         self._batch_scheduled = False
@@ -104,10 +100,24 @@ class Pipeline:
         """
         self.reader = frames.install(connection)
         self.reader.intercept(channel.channel_number, self.on_delivery, detailed=True)
-        self.queue.clear()
+        self.relay.outbox.clear()  # republishes of a lost connection's deliveries (redelivered)
         self.settler.reset(channel)
         self.consumers.clear()
         self.shards.clear()
+        self.relay.watch(connection)  # connection.blocked: republishes wait, in order
+
+    @property
+    def window(self) -> ConfirmWindow | None:
+        """The confirm window of the publish channel (None: not open, or lost)."""
+        return self.relay.window
+
+    def settler_for(self, channel: Any) -> Settler:
+        """A settler for a shard's consume channel (acks in tag order on that channel)."""
+        return self.upstream.open(channel)
+
+    def forget_settler(self, settler: Settler) -> None:
+        """A shard's channel is gone: its deliveries go back to the queue."""
+        self.upstream.close(settler)
 
     def add_shard(self, consumer_tag: str, shard: Shard) -> None:
         """Takes the deliveries of a shard's consumer too (on the shard's own channel)."""
@@ -130,29 +140,24 @@ class Pipeline:
     @property
     def in_flight(self) -> int:
         """Ingress deliveries not settled yet, on every channel."""
-        return len(self.settler) + sum(len(s.settler) for s in self.shards.values()
-                                       if s.settler is not None)
+        return sum(len(settler) for settler in self.upstream.settlers)
 
-    def open_window(self, publish_channel: Any, size: int,
-                    on_closed: Callable[[str], Any]) -> ConfirmWindow:
-        """The confirm window republishes go through, on ``publish_channel``."""
-        window = ConfirmWindow(publish_channel, window=size, low_watermark=size // 2,
-                               on_writable=self.publish_queued, on_closed=on_closed)
-        window.read_confirms_from(self.reader)
-        self.window = window
+    def open_window(self, publish_channel: Any, on_ready: Callable[[], Any]) -> None:
+        """Republishes go through ``publish_channel`` (open, not in confirm mode yet);
+        ``on_ready()`` once it is in confirm mode."""
         self.publish_frames = frames.PublishFrames(publish_channel.channel_number,
                                                    METHOD_FRAME_CACHE)
-        return window
+        self.relay.attach(publish_channel, self.reader, on_ready=on_ready)
 
     def detach(self) -> None:
         """The connection is lost: what was in flight is forgotten (the broker redelivers
         every unacked ingress message); the next connection starts unpaused."""
-        self.window = None
-        self.pauses.reasons.clear()
-        self.queue.clear()
-        self.settler.reset(None)
+        self.relay.detach()
         self.shards.clear()
         self._copies.forget_parked()
+        # deliveries read before the loss and not routed yet: the broker redelivers them, and
+        # an ack of their tags would name another channel's deliveries
+        self._batch = []
 
     def on_delivery(self, tag: int, _exchange: bytes, routing_key: bytes, parts: list,
                     consumer_tag: str, redelivered: bool) -> None:
@@ -210,7 +215,6 @@ class Pipeline:
             dispatch = self._dispatch
             for m, (decision, verdict) in zip(batch, outcomes):
                 dispatch(m, decision, verdict)
-        self.publish_queued()
 
     def _guarded_decide(self, ex: ManagedExchange, batch: list[IngressMessage]
                         ) -> list[tuple[Decision | None, Verdict | None]]:
@@ -304,10 +308,7 @@ class Pipeline:
             outs = [Republish(DEAD_LETTER_EXCHANGE, "", pika.BasicProperties(headers={
                 ERROR_HEADER: reason, SOURCE_HEADER: ex.spec.name}), m.body, pending, DEAD)]
         settler.track(pending)
-        settler.expect(pending, len(outs) + pending.deferred)
-        self.queue.extend(outs)
-        if not pending.awaiting:
-            self._settle(pending)
+        self.relay.submit(pending, outs, pending.deferred)
 
     def _republishes_of_original(self, m: IngressMessage, decision: Decision,
                                  pending: PendingMessage) -> list[Republish]:
@@ -339,99 +340,16 @@ class Pipeline:
         return outs
 
     def enqueue(self, outs: list[Republish]) -> None:
-        """Queues republishes made outside a batch (a divert's copies whose target became
-        known), after those waiting, and publishes what the window takes."""
-        self.queue.extend(outs)
-        self.publish_queued()
-
-    def publish_queued(self) -> None:
-        """Publishes the queued republishes while the confirm window has room, then writes
-        their frames to the socket at once."""
-        window = self.window
-        if window is None or self.pauses.reasons:
-            return
-        queue = self.queue
-        try:
-            self._publish_while_room(window, queue)
-        finally:
-            window.flush_frames()
-
-    def _publish_while_room(self, window: ConfirmWindow, queue: collections.deque[Republish]
-                            ) -> None:
-        while queue and window.has_room:
-            out = queue.popleft()
-            oversized = too_large(out, self.frame_max)
-            if oversized is not None:
-                queue.appendleft(undeliverable(out, oversized))
-                continue
-            try:
-                if out.frames is not None:
-                    window.publish_frames(out.exchange, out.routing_key, out.frames,
-                                          out.frame_count, out.body, mandatory=True,
-                                          callback=self.on_confirm, context=out)
-                    continue
-                window.publish(out.exchange, out.routing_key, out.body, out.properties,
-                               mandatory=True, callback=self.on_confirm, context=out)
-            except (WindowFull, WindowClosed, pika.exceptions.ChannelWrongStateError):
-                queue.appendleft(out)  # the window closes: reconnecting settles everything
-                return
-            except Exception as exc:  # noqa: BLE001 - e.g. a header value AMQP cannot encode
-                queue.appendleft(unencodable(out, exc))
-
-    def on_confirm(self, future: Any) -> None:
-        """Accounts for the broker's answer to one republish, and settles its ingress message
-        once every republish of it is answered."""
-        out: Republish = future.context
-        pending = out.pending
-        outcome = future.outcome
-        counters = pending.exchange.counters
-        ok = True
-        if outcome in (Outcome.NACKED, Outcome.FAILED):
-            ok = False  # the ingress message is requeued (at-least-once, may duplicate)
-        elif out.role == COPY:
-            assert out.divert is not None
-            if outcome is Outcome.RETURNED:
-                # No queue took it (Artemis would let it go): dead-lettered, never dropped.
-                out.divert.unrouted += 1
-                out.divert.dead_lettered += 1
-                where = f"queue {out.routing_key!r}" if not out.exchange \
-                    else f"exchange {out.exchange!r} (routing key {out.routing_key!r})"
-                reason = (f"divert {out.divert.name!r}: no queue took the copy sent to {where}"
-                          f"{': no such queue' if not out.exchange else ''}")
-                LOG.warning("exchange %s: dead-lettering a diverted copy: %s",
-                            pending.exchange.spec.name, reason)
-                pending.settler.expect(pending)
-                self.queue.append(dead_letter_of_copy(out, reason, self.publish_frames,
-                                                      self.frame_max))
-                self._connection.ioloop.call_later(0, self.publish_queued)
-            else:
-                out.divert.forwarded += 1
-        elif out.role == ORIGINAL:
-            if outcome is Outcome.RETURNED:
-                if pending.exchange.broker_routed:
-                    # RabbitMQ routed it and found no binding
-                    pending.exchange.note_unroutable(out.routing_key)
-                else:
-                    # The bindings changed between the watcher's view and the publish: nothing
-                    # took it, as the plugin would have dropped it. Counted, then acked.
-                    counters.returned += 1
-            else:
-                counters.republished += 1
-                if pending.exchange.broker_routed:
-                    counters.routed += 1
-        self._note_settled(pending, pending.settler.confirmed(pending, ok))
-
-    def _settle(self, pending: PendingMessage) -> None:
-        """Settles an ingress message none of whose republishes awaits a confirm."""
-        self._note_settled(pending, pending.settler.settle(pending))
+        """Publishes republishes made outside a batch (a divert's copies made by its
+        transformer, or whose target became known), after those waiting; they were counted
+        in their message's ``deferred``."""
+        add = self.relay.add
+        for out in outs:
+            add(out.item, out)  # type: ignore[arg-type]
 
     @staticmethod
-    def _note_settled(pending: PendingMessage, acked: bool | None) -> None:
-        """Counts how an ingress message was settled: acked (its latency), or requeued
-        because the broker nacked a republish (at-least-once: it may come twice)."""
-        if acked is None:
-            return
-        if not acked:
+    def _requeued(pending: PendingMessage, requeue: bool) -> None:
+        """A republish failed (nacked, or its channel closed first): the ingress message went
+        back to its queue (at-least-once: it may come twice)."""
+        if requeue:
             pending.exchange.counters.requeued += 1
-        elif pending.received_at:
-            pending.exchange.latency.observe(time.monotonic() - pending.received_at)

@@ -1,31 +1,33 @@
-"""The units the routing pipeline works with: an ingress message waiting for its confirms
-(:class:`PendingMessage`) and each republish of it (:class:`Republish`)."""
+"""The units the routing pipeline hands to the relay: an ingress message waiting for its
+confirms (:class:`PendingMessage`, a relay :class:`~rtroute.relay.outgoing.Item`) and each
+republish of it (:class:`Republish`, a relay :class:`~rtroute.relay.outgoing.Outgoing`)."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 import pika
 
-from rtroute.amqp import Delivery, Settler
+from rtroute.amqp import Settler
 from rtroute.divert import Divert
+from rtroute.relay.outgoing import Item, Outgoing
 
 if TYPE_CHECKING:
     from rtroute.sidecar.exchange import ManagedExchange
 
 
-class PendingMessage(Delivery):
-    """One ingress message waiting for the confirms of its republishes (original and copies):
-    ``awaiting`` counts them (see :class:`rtroute.amqp.settle.Settler`)."""
+class PendingMessage(Item):
+    """One ingress message waiting for the outcomes of its republishes (original and copies):
+    ``awaiting`` counts them (see :class:`rtroute.relay.fanin.FanIn`); ``settler`` is the one
+    of the channel it came on (the ingress channel, or its shard's)."""
 
-    __slots__ = ("deferred", "exchange", "received_at", "settler")
+    __slots__ = ("deferred", "exchange", "received_at")
 
     def __init__(self, exchange: ManagedExchange, tag: int, received_at: float = 0.0,
                  settler: Settler | None = None) -> None:
-        super().__init__(tag)
-        self.settler = settler  # of the channel it came on (the ingress one, or its shard's)
+        super().__init__(tag, settler)
         self.received_at = received_at  # time.monotonic() of its batch, for the latency
         self.exchange = exchange
-        self.deferred = 0  # copies waiting for a look at their forwarding address
+        self.deferred = 0  # copies waiting for a transformer or a look at their address
 
 
 # What one republish is, for the accounting of its confirm.
@@ -34,26 +36,26 @@ COPY = "copy"  # a diverted copy
 DEAD = "dead"  # a dead letter (of the message or of a copy)
 
 
-class Republish:
-    """One republish waiting for room in the confirm window (then the context of its confirm).
+class Republish(Outgoing):
+    """One republish of an ingress message (``pending``), always ``mandatory``.
 
-    Either ``properties`` (pika encodes the message) or ``frames``: the ready-made frames of an
-    original republish (``frame_count`` of them), built from the ingress frames.
+    Either ``properties`` (pika encodes the message) or ``frames``: the ready-made frames of a
+    republish (``frame_count`` of them), built from the ingress frames. ``role`` says what it
+    is (:data:`ORIGINAL`, :data:`COPY`, :data:`DEAD`) and ``divert`` which divert made it.
     """
 
-    __slots__ = ("body", "divert", "exchange", "frame_count", "frames", "pending", "properties",
-                 "role", "routing_key")
+    __slots__ = ("divert", "role")
 
     def __init__(self, exchange: str, routing_key: str, properties: pika.BasicProperties | None,
                  body: bytes, pending: PendingMessage, role: str = ORIGINAL,
                  divert: Divert | None = None, frames: bytes | None = None,
                  frame_count: int = 0) -> None:
-        self.exchange = exchange
-        self.routing_key = routing_key
-        self.properties = properties
-        self.body = body
-        self.pending = pending
+        super().__init__(exchange, routing_key, frames=frames, frame_count=frame_count,
+                         properties=properties, body=body, item=pending)
         self.role = role
         self.divert = divert
-        self.frames = frames
-        self.frame_count = frame_count
+
+    @property
+    def pending(self) -> PendingMessage:
+        """The ingress message it was made for."""
+        return self.item  # type: ignore[return-value]

@@ -42,8 +42,6 @@ from rtroute.amqp import (
 from rtroute.amqp.broker_identity import identity_from_server_properties
 from rtroute.amqp.management import WrongBroker
 from rtroute.divert import DivertTable
-from rtroute.relay.flow import FlowControl
-from rtroute.relay.timers import Timers
 from rtroute.sidecar.address_probe import (
     LOOK_AGAIN_INTERVAL,
     REPROBE_INTERVAL,
@@ -152,7 +150,6 @@ class Sidecar:
         for config in diverts:
             self.diverts.add(config)
         self._layout = BrokerLayout(self.exchanges)
-        self._window_size = window
         self._connection = ReconnectingConnection(
             uri, on_ready=self._on_ready, on_lost=self._on_lost,
             declarations=self._layout.declarations, connection_name=connection_name)
@@ -162,7 +159,9 @@ class Sidecar:
         self._addresses = ForwardingAddresses(self._connection)
         self._pipeline = Pipeline(self._connection, self.exchanges, self.diverts,
                                   self._addresses, on_broken=self._reconnect_now,
-                                  on_error=self._note_error)
+                                  on_error=self._note_error, window=window,
+                                  on_window_closed=self._on_window_closed,
+                                  on_flow=self._on_flow)
         self._shards = ShardConsumers(self._connection, self._pipeline, management, vhost,
                                       on_broken=self._reconnect_now,
                                       stopping=lambda: self._stopping)
@@ -179,7 +178,6 @@ class Sidecar:
         self.last_error: str | None = None
         self.fatal_error: str | None = None
         self._notified_ready = False  # systemd (Type=notify) told once every exchange consumes
-        self._flow: FlowControl | None = None  # connection.blocked, per connection
 
     @property
     def internal_errors(self) -> int:
@@ -278,17 +276,12 @@ class Sidecar:
 
         pipeline.frame_max = getattr(getattr(connection, "params", None), "frame_max", None) \
             or pipeline.frame_max
-        # connection.blocked: republishes wait in order (the shovel's rule, relay/flow.py)
-        self._flow = FlowControl(pipeline.pauses, Timers(connection.ioloop), label="sidecar",
-                                 on_change=self._on_flow)
-        self._flow.watch(connection)
 
         def with_publish_channel(publish_channel: Any) -> None:
-            window = pipeline.open_window(publish_channel, self._window_size,
-                                          on_closed=self._on_window_closed)
-            window.start(on_ready=lambda: self._verify_management(connection, lambda: (
-                self._addresses.look_up(connection, self._divert_admin.forwarding_names(),
-                                        lambda: self._start_exchanges(connection)))))
+            pipeline.open_window(publish_channel, on_ready=lambda: self._verify_management(
+                connection, lambda: self._addresses.look_up(
+                    connection, self._divert_admin.forwarding_names(),
+                    lambda: self._start_exchanges(connection))))
 
         connection.channel(on_open_callback=with_publish_channel)
         LOG.info("connected to %s", self._connection.current_uri or self.masked_uri)
@@ -392,7 +385,7 @@ class Sidecar:
                                                self._on_unexpected_message)
             self._pipeline.consumers[ex.consumer_tag] = ex
             what = ex.spec.ingress_queue
-        ex.set_state(ExchangeState.BLOCKED if self._flow is not None and self._flow.blocked
+        ex.set_state(ExchangeState.BLOCKED if self._pipeline.relay.blocked
                      else ExchangeState.RUNNING)
         self._notify_ready()
         LOG.info("exchange %s: consuming %s (%s bindings known)", ex.spec.name, what,
@@ -413,8 +406,6 @@ class Sidecar:
                 ex.set_state(ExchangeState.BLOCKED if blocked else ExchangeState.RUNNING)
 
     def _on_lost(self, reason: str) -> None:
-        if self._flow is not None:
-            self._flow.forget()
         self._shards.detach()
         plugin = missing_plugin(reason)
         if plugin is not None and not self._stopping:

@@ -223,7 +223,7 @@ class ShardConsumers:
         tag = f"{TAG_PREFIX}{self.replica_id}.{self._tags}"
         shard.channel = channel
         shard.consumer_tag = tag
-        shard.settler = Settler(connection.ioloop, channel)
+        shard.settler = self._pipeline.settler_for(channel)
         shard.active = None
         self._pipeline.add_shard(tag, shard)
         # deliveries reach Pipeline.on_delivery through the frame reader; pika never sees them
@@ -259,7 +259,7 @@ class ShardConsumers:
         if shard.consumer_tag is not None:
             self._pipeline.remove_shard(shard.consumer_tag, shard.channel)
         if shard.settler is not None:
-            shard.settler.reset(None)
+            self._pipeline.forget_settler(shard.settler)
         shard.channel = None
         shard.consumer_tag = None
         shard.settler = None
