@@ -9,14 +9,20 @@ each bound queue one copy and strips ``BCC``, exactly as on the sidecar's republ
     with RTopicPublisher("amqp://guest:guest@127.0.0.1:5672/%2F", "logs") as pub:
         pub.publish("*.app1.mod1.info", b"body", headers={"BCC": ["#.error"]}).result(timeout=5)
 
-How it works: one background thread runs a :class:`~rtroute.amqp.connection.ReconnectingConnection`
+How it works: :class:`RTopicPublisher` is a thread-safe facade (as pika's ``BlockingConnection``
+is over its asynchronous core) over :class:`~rtroute.publisher_engine.PublisherEngine`, which
+runs in one background thread: a :class:`~rtroute.amqp.connection.ReconnectingConnection`
 (reconnect with back-off), a :class:`~rtroute.amqp.binding_watcher.BindingWatcher` (the
 management API's listing of ``NAME.bindings``, kept current by the event exchange and re-listed
-as a fallback, as the sidecar does) and a :class:`~rtroute.amqp.confirm_window.ConfirmWindow`.
-:meth:`RTopicPublisher.publish` may be called from any thread: it queues the message and wakes
-the ioloop thread once per batch; that thread routes the batch with the native core (the
-sidecar's :class:`~rtroute.routing.exchange_router.ExchangeRouter`, so both decide alike: the
-same CC, BCC, huge-match-set and bad-header rules) and publishes with confirms.
+as a fallback, as the sidecar does) and the relay engine the shovel runs on
+(:mod:`rtroute.relay`: outbox, fan-in, flow control). :meth:`RTopicPublisher.publish` may be
+called from any thread: it queues the message and wakes the ioloop thread once per batch; that
+thread routes the batch with the native core (the sidecar's
+:class:`~rtroute.routing.exchange_router.ExchangeRouter`, so both decide alike: the same CC,
+BCC, huge-match-set and bad-header rules) and publishes with confirms. Each
+:class:`MessageFuture` is the relay's item for its message: the fan-in counts its publishes,
+:class:`PublisherPolicy` says what a nack, a return or a failure means, and the future is
+settled once every publish has its outcome.
 
 Differences from publishing to ``NAME`` through the sidecar:
 
@@ -31,43 +37,35 @@ Differences from publishing to ``NAME`` through the sidecar:
 - when the connection is lost, the publishes in flight fail with :class:`PublishFailed` (the
   broker may or may not have routed them: publish again for at-least-once); messages not yet
   sent wait for the next connection.
-
-Size: the thread-safe front, the I/O engine and the rewrite cache are still one class here;
-issue #33 moves the engine onto rtroute.relay (as the shovel's), leaving a thin facade.
 """
 from __future__ import annotations
 
-import collections
 import logging
-import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Callable
 
 import pika
 
-from rtroute.amqp import frames
-from rtroute.amqp.binding_watcher import BindingWatcher
-from rtroute.amqp.broker_identity import identity_from_server_properties
-from rtroute.amqp.confirm_window import ConfirmWindow, Outcome, PublishFuture
-from rtroute.amqp.connection import ReconnectingConnection
-from rtroute.amqp.content_header import PROPERTY_NAMES, content_header_frame
-from rtroute.amqp.management import ManagementClient, ManagementError, WrongBroker
+from rtroute.amqp.confirm_window import Outcome
+from rtroute.amqp.management import ManagementClient
 from rtroute.amqp.uri import mask_uri, parse_uri
-from rtroute.relay.flow import FlowControl, Pauses
-from rtroute.relay.timers import Timers
+from rtroute.publisher_engine import (  # noqa: F401 - BATCH, FRAME_CACHE: their old home
+    BATCH,
+    FRAME_CACHE,
+    PublisherEngine,
+)
+from rtroute.relay.outgoing import Item
+from rtroute.relay.policy import FAILED, Policy, Settlement, Verdict
 from rtroute.routing import PreconditionFailed
-from rtroute.routing.delivery_plan import Publish
 from rtroute.routing.exchange_router import DEFAULT_BCC_ALIAS, ExchangeRouter
 
 __all__ = ["MessageFuture", "PublishError", "PublishFailed", "PublishNacked", "PublishReturned",
-           "PublisherClosed", "RTopicPublisher"]
+           "PublisherClosed", "PublisherPolicy", "RTopicPublisher"]
 
 LOG = logging.getLogger(__name__)
-BATCH = 500  # messages routed per core call
 PUBLISHED_KEY_HEADER = "x-rtroute-routing-key"  # the key as published, with delivery="matched-key"
 DELIVERIES = ("bcc", "matched-key")
-FRAME_CACHE = 4096  # method + header frames kept for messages without properties
 
 
 class PublishError(Exception):
@@ -98,9 +96,14 @@ class PublisherClosed(PublishError):
     """The publisher was closed (or could not start) before the message was sent."""
 
 
-class MessageFuture:
+class MessageFuture(Item):
     """The outcome of one :meth:`RTopicPublisher.publish`: settled once every broker publish
     the message needed is settled.
+
+    It is the relay's :class:`~rtroute.relay.outgoing.Item` for its message (``awaiting``
+    counts its publishes without an outcome; ``settler`` is the publisher's
+    :class:`~rtroute.relay.future_upstream.FutureUpstream`) and, when the message is one
+    publish handed over in bulk, that publish too (``item`` None).
 
     Attributes:
         routing_key: as published.
@@ -108,14 +111,25 @@ class MessageFuture:
             it was routed.
     """
 
-    __slots__ = ("_awaited", "_callbacks", "_done", "_error", "_owner", "_parts", "matched",
+    __slots__ = ("_awaited", "_callbacks", "_done", "_error", "_owner", "matched",
                  "routing_key")
 
-    def __init__(self, owner: RTopicPublisher, routing_key: str) -> None:
+    item = None  # its own publish, when it has one only (see rtroute.relay.bulk)
+
+    def __init__(self, owner: Any, routing_key: str, settler: Any = None) -> None:
+        # Item's attributes set here, not through Item.__init__ and Delivery.__init__: two
+        # calls fewer per message on the publishing thread
+        self.tag = 0
+        self.awaiting = 0
+        self.failed = False
+        self.settled = False
+        self.parked = False
+        self.settler = settler
+        self.attempts = 0
+        self.settlement = None
         self._owner = owner
         self.routing_key = routing_key
         self.matched: tuple[str, ...] = ()
-        self._parts = 0
         self._done = False
         self._error: BaseException | None = None
         self._callbacks: list[Callable[[MessageFuture], Any]] | None = None
@@ -138,7 +152,7 @@ class MessageFuture:
             rtroute.routing.PreconditionFailed: how the message failed.
         """
         if not self._done:
-            self._awaited = True  # before _wait reads done: see _part_settled
+            self._awaited = True  # before _wait reads done: see RTopicPublisher._settled
             self._owner._wait(self.done, timeout)
             if not self._done:
                 raise TimeoutError(f"message {self.routing_key!r} not confirmed in {timeout} s")
@@ -159,6 +173,8 @@ class MessageFuture:
             self._run_callbacks()
 
     def _fail(self, error: BaseException) -> None:
+        """Record why the message failed (the first error wins)."""
+        self.failed = True
         if self._error is None:
             self._error = error
 
@@ -182,6 +198,66 @@ class MessageFuture:
     def __repr__(self) -> str:
         state = "pending" if not self._done else ("failed" if self._error else "confirmed")
         return f"<MessageFuture {self.routing_key!r} {state}>"
+
+
+class PublisherPolicy(Policy):
+    """What each outcome means for a message's future: every publish that is not simply acked
+    fails its message (the first error is the one its future raises), and the message is
+    settled, failed, once all its publishes have their outcomes.
+
+    - nacked: :class:`PublishNacked`; returned (``mandatory``, no queue took it):
+      :class:`PublishReturned` with the broker's ``reply_code`` and ``reply_text``;
+    - failed (the channel or connection closed before the confirm): :class:`PublishFailed`;
+    - rejected (a content header over ``frame_max``, a value with no encoding): ``ValueError``
+      saying so.
+
+    For messages that never went out (whole or in part) the engine asks :meth:`not_routed`
+    (a malformed message: :class:`~rtroute.routing.PreconditionFailed`), :meth:`not_sent`
+    (:class:`PublishFailed`) and :meth:`closed` (:class:`PublisherClosed`).
+
+    Args:
+        exchange: the managed exchange ``NAME`` (for messages).
+    """
+
+    def __init__(self, exchange: str) -> None:
+        self.exchange = exchange
+
+    def returned(self, out: Any, future: Any) -> Verdict:
+        message = out.item or out
+        message._fail(PublishReturned(
+            f"{message.routing_key!r} was returned: {future.reply_code} {future.reply_text}",
+            future.reply_code, future.reply_text))
+        return FAILED
+
+    def nacked(self, out: Any, future: Any) -> Verdict:
+        message = out.item or out
+        message._fail(PublishNacked(f"the broker nacked {message.routing_key!r}"))
+        return FAILED
+
+    def failed(self, out: Any, future: Any) -> Verdict:
+        (out.item or out)._fail(PublishFailed(f"not confirmed: {future.reason}"))
+        return FAILED
+
+    def rejected(self, out: Any, reason: str) -> Verdict:
+        (out.item or out)._fail(ValueError(reason))
+        return FAILED
+
+    def settlement(self, item: Any) -> Settlement:
+        return Settlement.LEAVE  # failed: nothing to tell a broker, the future says it all
+
+    def not_routed(self, message: MessageFuture, reason: str) -> None:
+        """The router refused ``message`` (e.g. ``CC`` not an array): the broker would close
+        the channel."""
+        message._fail(PreconditionFailed(reason))
+
+    def not_sent(self, message: MessageFuture, reason: str) -> None:
+        """A publish of ``message`` could not be written (the connection is going)."""
+        message._fail(PublishFailed(reason))
+
+    def closed(self, message: MessageFuture) -> None:
+        """The publisher closed before ``message`` was sent."""
+        message._fail(PublisherClosed(f"publisher of {self.exchange!r} closed before the "
+                                      "message was sent"))
 
 
 class RTopicPublisher:
@@ -217,9 +293,6 @@ class RTopicPublisher:
         ValueError: a malformed URI.
         ConnectionError: not ready within ``connect_timeout`` (the message says why), or the
             management API belongs to another broker.
-
-    Size: front, engine and rewrite cache in one class until the engine moves onto
-    rtroute.relay (issue #33).
     """
 
     def __init__(self, uri: str | list[str], exchange: str, management_uri: str | None = None,
@@ -241,88 +314,65 @@ class RTopicPublisher:
         self.exchange = exchange
         self.bindings_exchange = f"{exchange}.bindings"
         self.masked_uri = mask_uri(uris[0])
-        self._vhost = vhost
         self.delivery = delivery
         self._router = ExchangeRouter(exchange, "rtopic", bcc_alias,
                                       by_matched_key=delivery == "matched-key")
-        self._management = ManagementClient.from_amqp_uri(uris[0], management_uri)
-        self._watcher = BindingWatcher(
-            self.bindings_exchange, self._management, vhost=vhost,
-            on_add=lambda b: self._router.bind((b.destination_type, b.destination),
-                                               b.binding_key),
-            on_remove=lambda b: self._router.unbind((b.destination_type, b.destination),
-                                                    b.binding_key),
-            on_ready=self._on_bindings_ready, relist_interval=30.0)
-        self._window_size = window
         self._max_pending = max_pending
-        # publish() takes the lock alone on its common path (Condition's own __enter__ and
-        # __exit__ are Python calls, a cost per message); reentrant, as a Condition's default
-        self._lock = threading.RLock()
-        self._condition = threading.Condition(self._lock)
-        self._outbox: collections.deque[tuple] = collections.deque()
-        self._wakeup_scheduled = False
-        # the message being sent: (future, its publishes not yet sent, headers, body,
-        # properties, mandatory)
-        self._current: tuple | None = None
-        # threads in _wait: settling wakes them when a future they wait for is settled or
-        # the publisher becomes idle, state changes (_notify) always
-        self._waiting = 0
-        # threads in publish() waiting for room in the outbox: routing (which makes room) and
-        # state changes notify them, settling does not (it makes no room)
-        self._blocked = 0
-        self._window: ConfirmWindow | None = None
-        # connection.blocked (relay/flow.py, the shovel's and the sidecar's rule): while the
-        # broker blocks the connection nothing is sent; queued messages wait, in order
-        self._pauses = Pauses(self._drain)
-        self._flow: FlowControl | None = None
-        self._channel: Any = None
-        self._fast: dict[bool, frames.PublishFrames] | None = None
-        self._head_cache: dict[tuple, bytes] = {}  # of one connection (its channel number)
-        self._last_head: tuple = (None, -1, None, b"")  # (publish, size, mandatory, head)
-        # publishes of this ioloop turn not yet handed to the window (see _flush_bulk)
-        self._bulk_messages: list[bytes] = []
-        self._bulk_futures: list[MessageFuture] = []
-        self._bulk_frames = 0
-        self._frame_max = 131072
-        self._closing = False
         self._closed = False
-        self._fatal: str | None = None
-        self._starting = True  # a missing NAME.bindings is fatal until the first connect
-        self.published = 0
-        self.confirmed = 0
-        self.failed = 0
-        self.unroutable = 0
-        self._connection = ReconnectingConnection(
-            uris, on_ready=self._on_connected, on_lost=self._on_lost,
-            declarations=[{"method": "exchange.declare", "exchange": self.bindings_exchange,
-                           "passive": True}],
+        self._engine = engine = PublisherEngine(
+            uris, exchange, router=self._router,
+            management=ManagementClient.from_amqp_uri(uris[0], management_uri),
+            masked_uri=self.masked_uri, vhost=vhost, policy=PublisherPolicy(exchange),
+            on_settled=self._settled, window=window,
+            published_key_header=published_key_header,
             connection_name=connection_name or f"rtroute publisher {exchange}")
-        self._thread = threading.Thread(target=self._connection.run, daemon=True,
-                                        name=f"rtroute-publisher-{exchange}")
-        self._thread.start()
+        # the engine's, shared with this side (publish() reads them on every call)
+        self._lock, self._condition, self._queue = engine.lock, engine.condition, engine.queue
+        self._upstream = engine.upstream
+        self._connection = engine.connection
+        engine.thread.start()
         if connect_timeout:
-            self._wait(lambda: self.ready or self._fatal is not None, connect_timeout)
+            self._wait(lambda: self.ready or engine.fatal is not None, connect_timeout)
             if not self.ready:
-                fatal = self._fatal
-                reason = fatal or self._not_ready_reason()
+                fatal = engine.fatal
+                reason = fatal or engine.not_ready_reason()
                 self.close(timeout=0)
                 when = "cannot start" if fatal else f"not ready after {connect_timeout:g} s"
                 raise ConnectionError(f"RTopicPublisher({exchange!r}) on {self.masked_uri} "
                                       f"{when}: {reason}")
-        self._starting = False
+        engine.starting = False
 
     # -- public --------------------------------------------------------------------------------
 
     @property
     def ready(self) -> bool:
         """Connected, in confirm mode, and the bindings have been listed at least once."""
-        window = self._window
-        return window is not None and not window.closed and self._watcher.ready
+        return self._engine.ready
 
     @property
     def bindings(self) -> list[tuple[tuple[str, str], str]]:
         """The bindings known now: ``((destination_type, name), binding_key)``."""
         return self._router.bindings()
+
+    @property
+    def published(self) -> int:
+        """Publishes handed to the broker so far (a message may need several)."""
+        return self._engine.relay.outbox.published
+
+    @property
+    def confirmed(self) -> int:
+        """Messages confirmed so far."""
+        return self._upstream.confirmed
+
+    @property
+    def failed(self) -> int:
+        """Messages failed so far."""
+        return self._upstream.failed
+
+    @property
+    def unroutable(self) -> int:
+        """Messages that matched no binding so far."""
+        return self._engine.unroutable
 
     def publish(self, routing_key: str, body: bytes | str,
                 properties: pika.BasicProperties | None = None,
@@ -355,56 +405,59 @@ class RTopicPublisher:
                 raise TypeError(f"body must be bytes or str, not {type(body).__name__}")
         if headers is None and properties is not None:
             headers = properties.headers
-        future = MessageFuture(self, routing_key)
+        future = MessageFuture(self, routing_key, self._upstream)
         item = (future, routing_key, body, properties, dict(headers) if headers else None,
                 mandatory)
-        outbox = self._outbox
+        queue = self._queue
+        engine = self._engine
         with self._lock:
-            if len(outbox) >= self._max_pending or self._closing:
+            if len(queue) >= self._max_pending or engine.closing:
                 self._wait_for_room()
-            outbox.append(item)
-            wake = not self._wakeup_scheduled
-            self._wakeup_scheduled = True
+            queue.append(item)
+            wake = not engine.wakeup_scheduled
+            engine.wakeup_scheduled = True
         if wake:
-            self._connection.add_callback_threadsafe(self._drain)
+            self._connection.add_callback_threadsafe(engine.drain)
         return future
 
     def _wait_for_room(self) -> None:
-        """Block until the outbox has room (the lock held, as by publish()).
+        """Block until the queue has room (the lock held, as by publish()).
 
         Raises:
             PublisherClosed: the publisher is closed or closing.
         """
-        while len(self._outbox) >= self._max_pending and not self._closing:
-            self._blocked += 1
+        engine = self._engine
+        while len(self._queue) >= self._max_pending and not engine.closing:
+            engine.blocked_publishers += 1
             self._condition.wait(1.0)
-            self._blocked -= 1
-        if self._closing:
+            engine.blocked_publishers -= 1
+        if engine.closing:
             raise PublisherClosed(f"publisher of {self.exchange!r} is closed")
 
     def wait_for_confirms(self, timeout: float | None = None) -> bool:
         """Wait until every message published so far is settled (confirmed or failed: each
         future says which); True if so, False on timeout."""
-        self._wait(self._idle, timeout)
-        return self._idle()
+        self._wait(self._engine.idle, timeout)
+        return self._engine.idle()
 
     def close(self, timeout: float | None = 30.0) -> None:
         """Stop taking messages, wait up to ``timeout`` s for those queued and in flight to
         be confirmed, then close the connection. Messages still unsent then fail with
         :class:`PublisherClosed`."""
+        engine = self._engine
         with self._condition:
             if self._closed:
                 return
-            self._closing = True
+            engine.closing = True
             self._condition.notify_all()
         if timeout:
-            self._wait(lambda: self._idle() or self._fatal is not None, timeout)
-        self._connection.add_callback_threadsafe(self._fail_unsent)
+            self._wait(lambda: engine.idle() or engine.fatal is not None, timeout)
+        self._connection.add_callback_threadsafe(engine.fail_unsent)
         self._connection.stop()
-        self._thread.join(10.0)
+        engine.thread.join(10.0)
         with self._condition:
             self._closed = True
-            self._fail_unsent()
+            engine.fail_unsent()
 
     def __enter__(self):  # -> Self (typing.Self needs Python 3.11)
         return self
@@ -414,34 +467,31 @@ class RTopicPublisher:
 
     def status(self) -> dict[str, Any]:
         """Counters and state, for logs and health checks."""
+        engine = self._engine
         return {
             "exchange": self.exchange,
             "uri": self.masked_uri,
             "ready": self.ready,
             "bindings": self._router.binding_count(),
-            "queued": len(self._outbox),
-            "in_flight": self._window.in_flight if self._window is not None else 0,
+            "queued": len(self._queue),
+            "in_flight": engine.in_flight,
             "published": self.published,
             "confirmed": self.confirmed,
             "failed": self.failed,
             "unroutable": self.unroutable,
             "connection": self._connection.state,
-            "blocked": bool(self._pauses.reasons),
-            "last_error": self._fatal or self._connection.last_error
-            or self._watcher.last_error,
+            "blocked": engine.relay.blocked,
+            "last_error": engine.fatal or self._connection.last_error
+            or engine.watcher.last_error,
         }
 
     # -- any thread ----------------------------------------------------------------------------
 
-    def _idle(self) -> bool:
-        window = self._window
-        return not self._outbox and self._current is None and \
-            (window is None or window.in_flight == 0)
-
     def _wait(self, predicate: Callable[[], bool], timeout: float | None) -> None:
+        engine = self._engine
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._condition:
-            self._waiting += 1  # before the predicate is read: see _notify
+            engine.waiters += 1  # before the predicate is read: see PublisherEngine.notify
             try:
                 while not predicate():
                     remaining = None if deadline is None else deadline - time.monotonic()
@@ -450,377 +500,23 @@ class RTopicPublisher:
                     # settling notifies; the timeout bounds a missed notification's cost
                     self._condition.wait(0.5 if remaining is None else min(remaining, 0.5))
             finally:
-                self._waiting -= 1
-
-    def _not_ready_reason(self) -> str:
-        if self._window is None:
-            return self._connection.last_error or "not connected yet"
-        return f"bindings of {self.bindings_exchange!r} not listed yet" + (
-            f" ({self._watcher.last_error})" if self._watcher.last_error else "")
-
-    def _notify(self) -> None:
-        # the state a waiter reads changed before this line, and a waiter counts itself
-        # before it reads the state: one of the two sees the other
-        if self._waiting or self._blocked:
-            with self._condition:
-                self._condition.notify_all()
+                engine.waiters -= 1
 
     # -- ioloop thread -------------------------------------------------------------------------
 
-    def _on_connected(self, connection: Any, channel: Any, _last_queue: Any) -> None:
-        self._frame_max = getattr(getattr(connection, "params", None), "frame_max", None) \
-            or self._frame_max
-        self._router.frame_max = self._frame_max
-        self._management.expect_broker(
-            identity_from_server_properties(getattr(connection, "server_properties", None)),
-            self.masked_uri, "management_uri")
-        self._channel = channel
-        self._flow = FlowControl(self._pauses, Timers(connection.ioloop),
-                                 label=f"publisher of {self.exchange!r}")
-        self._flow.watch(connection)
-        self._head_cache = {}  # frames of the last connection's channel
-        self._last_head = (None, -1, None, b"")
-        try:  # publish ready-made frames and read confirms without pika's per-frame dispatch
-            reader = frames.install(connection)
-            self._fast = {flag: frames.PublishFrames(channel.channel_number, 4096, flag)
-                          for flag in (False, True)}
-        except RuntimeError as exc:
-            LOG.warning("publishing through pika (slower): %s", exc)
-            reader, self._fast = None, None
-        # resume at half a window: publishes then go out in batches, not one per confirm
-        window = ConfirmWindow(channel, self._window_size, on_writable=self._drain,
-                               low_watermark=self._window_size // 2,
-                               on_bulk_settled=self._on_parts_settled)
-        window.start(on_ready=self._drain)
-        if reader is not None:
-            window.read_confirms_from(reader)
-        self._window = window
-        threading.Thread(target=self._verify_management, args=(connection,), daemon=True).start()
-
-    def _verify_management(self, connection: Any) -> None:
-        try:
-            self._management.verify_broker()
-            # topic (3.x layouts) or direct (4.x): how RabbitMQ treats a bound key's
-            # literal '*'/'#' words, which the planner must know
-            kind = self._management.exchange(self.bindings_exchange, self._vhost).get("type")
-            if kind in ("topic", "direct"):
-                self._router.bindings_type = kind
-        except WrongBroker as exc:
-            self._give_up(str(exc))
-            return
-        except ManagementError:
-            pass  # the watcher's listing retries and reports it
-        self._connection.add_callback_threadsafe(lambda: self._start_watching(connection))
-
-    def _start_watching(self, connection: Any) -> None:
-        if connection is self._connection.connection and connection.is_open:
-            self._watcher.start(connection)
-
-    def _on_bindings_ready(self) -> None:
-        self._notify()
-        self._drain()
-
-    def _give_up(self, reason: str) -> None:
-        """A problem waiting will not solve: stop, and fail what is queued (any thread)."""
-        self._fatal = reason
-        LOG.error("publisher of %r: %s", self.exchange, reason)
-        with self._condition:
-            self._closing = True
-        self._connection.stop()
-        self._connection.add_callback_threadsafe(self._fail_unsent)
-        self._notify()
-
-    def _on_lost(self, reason: str) -> None:
-        # the window has failed what was in flight; the current message's unsent parts too
-        if self._current is not None:
-            future = self._current[0]
-            self._current = None
-            future._fail(PublishFailed(f"connection lost: {reason}"))
-            self._part_settled(future)
-        self._window = None
-        if self._flow is not None:
-            self._flow.forget()
-        self._pauses.reasons.clear()  # a new connection starts unblocked
-        if self._starting and "NOT_FOUND" in reason and self.bindings_exchange in reason:
-            self._give_up(f"exchange {self.bindings_exchange!r} does not exist: start the "
-                          f"sidecar for {self.exchange!r} once (`rtroute run --rtopic "
-                          f"{self.exchange}`), or declare {self.exchange!r} as x-rtopic "
-                          "through `rtroute proxy`: either declares its layout (a direct "
-                          "exchange on RabbitMQ 4, where it routes BCC faster; topic on 3.x)")
-        self._notify()
-
-    def _drain(self) -> None:
-        """Route and send queued messages while the window has room."""
-        with self._condition:
-            self._wakeup_scheduled = False
-        window = self._window
-        if window is None or window.closed or not self._watcher.ready or self._pauses.reasons:
-            return
-        try:
-            while self._has_room(window):
-                if self._current is not None:
-                    if not self._send_parts(window):
-                        return
-                    continue
-                with self._condition:
-                    if not self._outbox:
-                        return
-                    # no more than fits: a message routed but not sent is routed again later
-                    room = window.window - window.in_flight - len(self._bulk_futures)
-                    batch = [self._outbox.popleft()
-                             for _ in range(min(BATCH, len(self._outbox), room))]
-                    if self._blocked:
-                        self._condition.notify_all()  # room for blocked publishers
-                self._route(batch, window)
-        finally:
-            self._flush_bulk(window)
-
-    def _has_room(self, window: ConfirmWindow) -> bool:
-        """The window has room for one more publish beside those gathered in bulk."""
-        return window.in_flight + len(self._bulk_futures) < window.window \
-            and not window.closed
-
-    def _route(self, batch: list[tuple], window: ConfirmWindow) -> None:
-        decisions = self._router.decide_many([(item[1], item[4]) for item in batch])
-        # counted down per publish (the window's state changes only in this thread: the
-        # publishes of this call are gathered in bulk, the others count as in flight)
-        room = 0 if window.closed else \
-            window.window - window.in_flight - len(self._bulk_futures)
-        for index, (item, decision) in enumerate(zip(batch, decisions)):
-            future, routing_key, body, properties, _headers, mandatory = item
-            if room <= 0:
-                # the rest of the batch goes back to the front of the queue, in order
-                with self._condition:
-                    self._outbox.extendleft(reversed(batch[index:]))
-                return
-            if decision.error is not None:
-                future._fail(PreconditionFailed(decision.error))
-                self._part_settled(future)
-                continue
-            if decision.unroutable:  # the broker applies the alternate exchange / mandatory
-                self.unroutable += 1
-                parts = [Publish(self.bindings_exchange, routing_key, None)]
-            else:
-                future.matched = decision.matched
-                parts = decision.publishes
-            if len(parts) == 1:  # the common case: sent now (the window has room)
-                future._parts = 1
-                part = parts[0]
-                last = self._last_head
-                if last[0] is part and last[1] == len(body) and last[2] is False \
-                        and not mandatory and properties is None and not decision.headers:
-                    # a plain message of the last plain publish's destination and body size
-                    # (most of a batch): _send_one's path, without its calls
-                    data, count = frames.content_after(last[3], self._fast[False].channel,
-                                                       body, self._frame_max)
-                    self._bulk_messages.append(data)
-                    self._bulk_futures.append(future)
-                    self._bulk_frames += count
-                    self.published += 1
-                    room -= 1
-                elif self._send_one(future, part, decision.headers, body, properties,
-                                    mandatory, window):
-                    room -= 1
-                else:
-                    future._parts = 0
-                    self._part_settled(future)
-                continue
-            future._parts = len(parts)
-            self._current = (future, collections.deque(parts), decision.headers, body,
-                             properties, mandatory)
-            sent = self._send_parts(window)
-            room = window.window - window.in_flight - len(self._bulk_futures)
-            if not sent:
-                with self._condition:
-                    self._outbox.extendleft(reversed(batch[index + 1:]))
-                return
-
-    def _send_parts(self, window: ConfirmWindow) -> bool:
-        """Publish the current message's remaining parts; False if the window filled first."""
-        assert self._current is not None
-        future, parts, headers, body, properties, mandatory = self._current
-        while parts:
-            if not self._has_room(window):
-                return False
-            if not self._send_one(future, parts[0], headers, body, properties, mandatory,
-                                  window):
-                future._parts -= len(parts)
-                parts.clear()
-                break
-            parts.popleft()
-        self._current = None
-        if future._parts == 0:
-            self._part_settled(future)
-        return True
-
-    def _send_one(self, future: MessageFuture, part: Publish, headers: dict[str, Any],
-                  body: bytes, properties: pika.BasicProperties | None, mandatory: bool,
-                  window: ConfirmWindow) -> bool:
-        """Publish one part of ``future``'s message (the window has room); False if it could
-        not be sent, the future then failed with the reason."""
-        try:
-            if self._fast is not None:
-                data, count = frames.content_after(
-                    self._head_of(part, headers, len(body), properties, mandatory),
-                    self._fast[mandatory].channel, body, self._frame_max)
-                if not mandatory:  # written with the others by _flush_bulk
-                    self._bulk_messages.append(data)
-                    self._bulk_futures.append(future)
-                    self._bulk_frames += count
-                    self.published += 1
-                    return True
-                self._flush_bulk(window)  # the window numbers publishes in writing order
-                # a return is matched to its PublishFuture
-                window.publish_frames(part.exchange, part.routing_key, data, count, body,
-                                      True, callback=self._on_part, context=future)
-            else:
-                window.publish(part.exchange, part.routing_key, body,
-                               _with_headers(properties, self._sent_headers(headers, part)),
-                               mandatory, callback=self._on_part, context=future)
-        except ValueError as exc:  # a property or header value with no AMQP encoding
-            future._fail(exc)
-            return False
-        except Exception as exc:  # noqa: BLE001 - the channel is closing: fail, not lose
-            future._fail(PublishFailed(f"not sent: {exc}"))
-            return False
-        self.published += 1
-        return True
-
-    def _flush_bulk(self, window: ConfirmWindow) -> None:
-        """Hand the publishes gathered by :meth:`_send_one` to the window at once."""
-        futures = self._bulk_futures
-        if not futures:
-            return
-        messages, count = self._bulk_messages, self._bulk_frames
-        self._bulk_messages, self._bulk_futures, self._bulk_frames = [], [], 0
-        try:
-            window.publish_frames_in_bulk(messages, count, futures)
-        except Exception as exc:  # noqa: BLE001 - the channel is closing: fail, not lose
-            self.published -= len(futures)
-            self._on_parts_settled(futures, Outcome.FAILED, f"not sent: {exc}")
-
-    def _head_of(self, part: Publish, headers: dict[str, Any], size: int,
-                 properties: pika.BasicProperties | None, mandatory: bool) -> bytes:
-        """The method and content header frames of one publish of a ``size``-byte body.
-
-        A message without properties or headers of its own (the common case) has a method and
-        header frame that depend only on the publish ``part`` (where it goes, its ``BCC`` or
-        key as published) and its body size: those are built once and kept (at most
-        :data:`FRAME_CACHE` of them).
-
-        Raises:
-            ValueError: a property with no encoding, or a header frame over ``frame_max``.
-        """
-        plain = properties is None and not headers
-        if plain:
-            # messages of one routing key share their decision, so their publish: the last
-            # head is checked by identity before the cache hashes the publish
-            last = self._last_head
-            if last[0] is part and last[1] == size and last[2] is mandatory:
-                return last[3]
-            key = (part, size, mandatory)
-            head = self._head_cache.get(key)
-        else:
-            head = None
-        if head is None:
-            method_frames = self._fast[mandatory]
-            headers = self._sent_headers(headers, part)
-            if properties is None and not headers:
-                header = content_header_frame(method_frames.channel, size, None)
-            else:
-                values = {} if properties is None else \
-                    {name: getattr(properties, name, None) for name in PROPERTY_NAMES}
-                values["headers"] = headers or None
-                header = content_header_frame(method_frames.channel, size, values)
-            if len(header) > self._frame_max:
-                raise ValueError(f"the properties and headers take {len(header)} bytes, more "
-                                 f"than the connection's frame_max ({self._frame_max})")
-            head = method_frames.get(part.exchange, part.routing_key) + header
-            if plain:
-                if len(self._head_cache) >= FRAME_CACHE:
-                    self._head_cache.clear()
-                self._head_cache[key] = head
-        if plain:
-            self._last_head = (part, size, mandatory, head)
-        return head
-
-    def _sent_headers(self, headers: dict[str, Any], part: Publish) -> dict[str, Any]:
-        """The headers one publish carries: the message's, plus its ``BCC`` or the key as
-        published (``delivery="matched-key"``, unless ``published_key_header`` is None)."""
-        if part.bcc:
-            return {**headers, "BCC": list(part.bcc)}
-        if part.published_key is not None and self.published_key_header is not None:
-            return {**headers, self.published_key_header: part.published_key}
-        return headers
-
-    def _on_part(self, part: PublishFuture) -> None:
-        """The outcome of a mandatory publish (the others come in bulk)."""
-        future: MessageFuture = part.context
-        if part.outcome is Outcome.RETURNED:
-            future._fail(PublishReturned(
-                f"{future.routing_key!r} was returned: {part.reply_code} {part.reply_text}",
-                part.reply_code, part.reply_text))
-        self._on_parts_settled([future], part.outcome, part.reason)
-
-    def _on_parts_settled(self, futures: list[MessageFuture], outcome: Outcome,
-                          reason: str | None) -> None:
-        """One publish of each of ``futures`` settled with ``outcome`` (the window's
-        ``on_bulk_settled``); a future is settled with its last publish."""
-        if outcome is Outcome.NACKED:
-            for future in futures:
-                future._fail(PublishNacked(f"the broker nacked {future.routing_key!r}"))
-        elif outcome is Outcome.FAILED:
-            for future in futures:
-                future._fail(PublishFailed(f"not confirmed: {reason}"))
-        current = self._current[0] if self._current is not None else None
-        complete = []
-        for future in futures:
-            future._parts -= 1
-            if future._parts <= 0 and future is not current:
-                complete.append(future)
-        self._settle_futures(complete)
-
-    def _part_settled(self, future: MessageFuture) -> None:
-        self._settle_futures((future,))
-
-    def _settle_futures(self, futures: list[MessageFuture] | tuple[MessageFuture]) -> None:
-        """Give each of ``futures`` its outcome (once: a settled one is skipped)."""
+    def _settled(self, futures: Sequence[MessageFuture]) -> None:
+        """The upstream settled ``futures``: mark them done, wake who waits for them."""
         awaited = False
-        for future in futures:
-            if future._done:
-                continue
-            if future._error is None:
-                self.confirmed += 1
-            else:
-                self.failed += 1
-            future._settle()
-            awaited = awaited or future._awaited
-        # not _notify: a publisher blocked for room needs no wake-up here, and a thread in
-        # wait_for_confirms none until the last message settles (each wake-up is a switch of
-        # threads, which once per message costs the publishing loop dearly)
-        if awaited or (self._waiting and self._idle()):
+        for future in futures:  # future._settle(), inlined: once per message
+            future._done = True
+            if future._callbacks is not None:
+                future._run_callbacks()
+            if future._awaited:
+                awaited = True
+        # no wake-up for a publisher blocked for room (settling makes none), and none for a
+        # thread in wait_for_confirms until the last message settles (each wake-up is a
+        # switch of threads, which once per message costs the publishing loop dearly)
+        engine = self._engine
+        if awaited or (engine.waiters and engine.idle()):
             with self._condition:
                 self._condition.notify_all()
-
-    def _fail_unsent(self) -> None:
-        with self._condition:
-            items = list(self._outbox)
-            self._outbox.clear()
-            if self._current is not None:
-                items.insert(0, (self._current[0],))
-                self._current = None
-        for item in items:
-            future = item[0]
-            future._fail(PublisherClosed(f"publisher of {self.exchange!r} closed before "
-                                         "the message was sent"))
-            self._part_settled(future)
-
-
-def _with_headers(properties: pika.BasicProperties | None,
-                  headers: dict[str, Any]) -> pika.BasicProperties | None:
-    """The caller's properties with ``headers`` (a new object: the caller's is not changed)."""
-    if properties is None:
-        return pika.BasicProperties(headers=headers) if headers else None
-    copy = pika.BasicProperties(**{k: v for k, v in vars(properties).items()})
-    copy.headers = headers or None
-    return copy

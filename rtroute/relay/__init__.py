@@ -1,5 +1,5 @@
-"""The relay engine: one confirm/settle loop under the shovel (and, next, the sidecar and the
-publisher).
+"""The relay engine: the one confirm/settle loop under the shovel, the sidecar and the
+publisher (each keeps only its :class:`Policy` and what it publishes for an item).
 
 - :class:`Relay` -- composes the parts below for one publish channel: attach, drain, detach.
 - :class:`Outbox`, :class:`PauseReason` -- publishes in order, paused by the window, the broker
@@ -10,6 +10,9 @@ publisher).
 - :class:`Policy`, :class:`RetryWithBackoff`, :class:`Settlement`, :class:`Verdict` -- what an
   outcome means (ack, requeue, retry with back-off, hold, dead-letter).
 - :class:`BrokerUpstream` -- items from consume channels, one settler per channel.
+- :class:`FutureUpstream` -- items that are callers' futures (the publisher's messages).
+- :class:`BulkFanIn`, :class:`PublishOutcome` -- outcomes of publishes handed over in bulk
+  (:meth:`Outbox.put_bulk`: no future per publish).
 - :class:`FlowControl` -- ``connection.blocked``, the write buffer, the source's reading.
 - :class:`Timers` -- timers that a drain or a lost connection cancels for good.
 
@@ -23,9 +26,11 @@ from rtroute.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from rtroute.relay.broker_upstream import BrokerUpstream
+    from rtroute.relay.bulk import BulkFanIn, PublishOutcome
     from rtroute.relay.engine import Relay
     from rtroute.relay.fanin import FanIn
     from rtroute.relay.flow import FlowControl
+    from rtroute.relay.future_upstream import FutureUpstream
     from rtroute.relay.outbox import Outbox, PauseReason
     from rtroute.relay.outgoing import Item, Outgoing
     from rtroute.relay.policy import Policy, RetryWithBackoff, Settlement, Verdict
@@ -33,13 +38,16 @@ if TYPE_CHECKING:
 
 _SUBMODULE = {
     "BrokerUpstream": "broker_upstream",
+    "BulkFanIn": "bulk",
     "FanIn": "fanin",
     "FlowControl": "flow",
+    "FutureUpstream": "future_upstream",
     "Item": "outgoing",
     "Outbox": "outbox",
     "Outgoing": "outgoing",
     "PauseReason": "outbox",
     "Policy": "policy",
+    "PublishOutcome": "bulk",
     "Relay": "engine",
     "RetryWithBackoff": "policy",
     "Settlement": "policy",
@@ -53,13 +61,16 @@ __getattr__, __dir__ = lazy_exports(__name__, globals(), _SUBMODULE)
 
 __all__ = [
     "BrokerUpstream",
+    "BulkFanIn",
     "FanIn",
     "FlowControl",
+    "FutureUpstream",
     "Item",
     "Outbox",
     "Outgoing",
     "PauseReason",
     "Policy",
+    "PublishOutcome",
     "Relay",
     "RetryWithBackoff",
     "Settlement",

@@ -94,6 +94,10 @@ class Relay:
         if not confirms:
             self.outbox.after_write = self.flow.after_write
         self.window: ConfirmWindow | None = None
+        #: ``on_bulk_settled(items, outcome, reason)`` for what :meth:`Outbox.put_bulk
+        #: <rtroute.relay.outbox.Outbox.put_bulk>` hands over (the publisher's
+        #: :class:`~rtroute.relay.bulk.BulkFanIn`); each window attached is made with it
+        self.on_bulk_settled: Callable[[list, Any, str | None], Any] | None = None
         #: the 1:1 fast lane: an item that is its own publish (``awaiting`` 1) goes here
         self.put = self.outbox.put
 
@@ -142,7 +146,8 @@ class Relay:
         window = ConfirmWindow(channel, window=self.window_size,
                                low_watermark=self.low_watermark,
                                on_writable=lambda: self.outbox.resume(PauseReason.WINDOW),
-                               on_closed=self._channel_closed)
+                               on_closed=self._channel_closed,
+                               on_bulk_settled=self.on_bulk_settled)
         if reader is not None:
             window.read_confirms_from(reader)
         self.window = window

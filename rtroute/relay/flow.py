@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from rtroute.relay.outbox import Outbox
     from rtroute.relay.timers import Timers
 
-__all__ = ["BUFFER_POLL", "FlowControl", "Pauses"]
+__all__ = ["BUFFER_POLL", "FlowControl"]
 
 LOGGER = logging.getLogger("rtroute.relay")
 
@@ -40,8 +40,7 @@ class FlowControl:
     module docstring).
 
     Args:
-        outbox: what to pause: an :class:`Outbox`, or :class:`Pauses` for a loop without one
-            (which then does not use :meth:`source`).
+        outbox: what to pause.
         timers: polls the write buffer.
         label: names the relay in log lines (e.g. ``shovel 'orders'``).
         on_change: ``on_change(blocked, reason)`` when the broker blocks (``reason`` as it
@@ -49,7 +48,7 @@ class FlowControl:
         high, low: the write buffer marks in bytes.
     """
 
-    def __init__(self, outbox: Outbox | Pauses, timers: Timers, *, label: str = "relay",
+    def __init__(self, outbox: Outbox, timers: Timers, *, label: str = "relay",
                  on_change: Callable[[bool, str | None], Any] | None = None,
                  high: int = 4 << 20, low: int = 1 << 20) -> None:
         self._outbox = outbox
@@ -154,25 +153,3 @@ class FlowControl:
         self._outbox.backlog_limit = self._limit
         if not self.reading and self._set_reading(True):
             self.reading = True
-
-
-class Pauses:
-    """What :class:`FlowControl` pauses for a loop that has no :class:`Outbox` of its own
-    (the sidecar's pipeline and the publisher, until they move onto the relay): the reasons
-    that hold, and ``drain`` called once none holds any more.
-
-    Args:
-        drain: sends what waits (the loop checks :attr:`reasons` before it sends).
-    """
-
-    def __init__(self, drain: Callable[[], Any]) -> None:
-        self.reasons: set[str] = set()
-        self._drain = drain
-
-    def pause(self, reason: str) -> None:
-        self.reasons.add(reason)
-
-    def resume(self, reason: str) -> None:
-        self.reasons.discard(reason)
-        if not self.reasons:
-            self._drain()

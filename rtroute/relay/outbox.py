@@ -244,6 +244,33 @@ class Outbox:
         for out in outs:
             self.put(out)
 
+    def put_bulk(self, messages: list[bytes], frame_count: int, items: list) -> None:
+        """Hand ``items`` to the window in one call, with no
+        :class:`~rtroute.amqp.confirm_window.PublishFuture` each (the publisher's path for
+        thousands in flight; see :meth:`ConfirmWindow.publish_frames_in_bulk`).
+
+        Each of ``items`` is its own single, non-mandatory publish whose frames (made for this
+        channel and known to fit its ``frame_max``) are in ``messages``, ``frame_count``
+        frames in all; their outcomes reach the window's ``on_bulk_settled`` (see
+        :class:`~rtroute.relay.bulk.BulkFanIn`), not ``on_confirm``. The caller checks first
+        that nothing waits, nothing pauses the outbox and the window has room for them all:
+        they cannot be queued (they carry no frames of their own).
+
+        Raises:
+            RuntimeError: the outbox is paused, has publishes waiting, or has no window.
+            WindowFull, WindowClosed, pika.exceptions.ChannelWrongStateError: as the window's
+                ``publish_frames_in_bulk`` (nothing was sent).
+        """
+        window = self._window
+        if self._paused or self._queue or window is None:
+            raise RuntimeError("put_bulk needs an outbox that is neither paused nor queueing, "
+                               "with confirms")
+        window.publish_frames_in_bulk(messages, frame_count, items)
+        self.published += len(items)
+        if self.on_published is not None:
+            for item in items:
+                self.on_published(item)
+
     def put_front(self, out: Any) -> None:
         """Send ``out`` ahead of everything waiting (a retry)."""
         if self._paused or self._queue:

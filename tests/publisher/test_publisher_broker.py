@@ -206,10 +206,10 @@ def test_a_full_queue_that_rejects_publishes_nacks_those_messages_only(
 def test_unroutable_reaches_the_alternate_exchange_of_name_bindings(channel, broker_uri,
                                                                     management_uri,
                                                                     monkeypatch):
-    import rtroute.publisher
+    import rtroute.publisher_engine
 
     # a frame cache that starts over often: no publish may take another's frames
-    monkeypatch.setattr(rtroute.publisher, "FRAME_CACHE", 4)
+    monkeypatch.setattr(rtroute.publisher_engine, "FRAME_CACHE", 4)
     name = f"rtroute.test.pub.{uuid.uuid4().hex[:8]}"
     channel.exchange_declare(f"{name}.unroutable", "fanout", durable=True)
     channel.exchange_declare(f"{name}.bindings", "topic", durable=True,

@@ -1,0 +1,490 @@
+"""The ioloop side of :class:`~rtroute.publisher.RTopicPublisher`: routes queued messages in
+batches and publishes them through the relay engine (:mod:`rtroute.relay`), as the shovel does.
+
+:class:`PublisherEngine` runs in one background thread (a
+:class:`~rtroute.amqp.connection.ReconnectingConnection`'s ioloop). Callers' threads append
+messages to its :attr:`~PublisherEngine.queue` under its lock and wake it once per batch; it
+then, in the ioloop thread:
+
+- routes up to :data:`BATCH` messages per call of the native core (the sidecar's
+  :class:`~rtroute.routing.exchange_router.ExchangeRouter`), no more than the confirm window
+  has room for;
+- builds each publish's frames: the method and content header frames of a message without
+  properties of its own depend only on where it goes and its body size, so they are made once
+  and kept (:data:`FRAME_CACHE` of them);
+- hands the common case (one non-mandatory publish per message) to the window in bulk
+  (:meth:`Outbox.put_bulk <rtroute.relay.outbox.Outbox.put_bulk>`, outcomes through
+  :class:`~rtroute.relay.bulk.BulkFanIn`), and every other publish (mandatory, one of several,
+  or encoded by pika) to the relay as an :class:`~rtroute.relay.outgoing.Outgoing` of the
+  message's future (an :class:`~rtroute.relay.outgoing.Item`), whose fan-in counts them.
+
+The relay's :class:`~rtroute.relay.fanin.FanIn` maps each outcome back to its future, the
+publisher's policy (:class:`~rtroute.publisher.PublisherPolicy`) says what a nack, a return, a
+failure or a rejection means, and a :class:`~rtroute.relay.future_upstream.FutureUpstream`
+resolves or fails the future. ``connection.blocked`` pauses the relay's outbox
+(:class:`~rtroute.relay.flow.FlowControl`, through :meth:`Relay.watch
+<rtroute.relay.engine.Relay.watch>`): nothing is routed meanwhile, and messages wait in the
+queue, in order.
+
+A lost connection fails what was in flight (the window) and the publishes of a message cut
+short (:class:`~rtroute.publisher.PublishFailed`); messages still in the queue wait for the next
+connection.
+"""
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pika
+
+from rtroute.amqp import frames
+from rtroute.amqp.binding_watcher import BindingWatcher
+from rtroute.amqp.broker_identity import identity_from_server_properties
+from rtroute.amqp.confirm_window import ConfirmWindow, Outcome
+from rtroute.amqp.connection import ReconnectingConnection
+from rtroute.amqp.content_header import PROPERTY_NAMES, content_header_frame
+from rtroute.amqp.management import ManagementClient, ManagementError, WrongBroker
+from rtroute.relay.bulk import BulkFanIn, PublishOutcome
+from rtroute.relay.engine import Relay
+from rtroute.relay.future_upstream import FutureUpstream
+from rtroute.relay.outgoing import Outgoing
+from rtroute.relay.timers import Timers
+from rtroute.routing.delivery_plan import Publish
+from rtroute.routing.exchange_router import ExchangeRouter
+
+if TYPE_CHECKING:
+    from rtroute.publisher import MessageFuture, PublisherPolicy
+
+__all__ = ["BATCH", "FRAME_CACHE", "PublisherEngine"]
+
+LOG = logging.getLogger("rtroute.publisher")
+BATCH = 500  # messages routed per core call
+FRAME_CACHE = 4096  # method + header frames kept for messages without properties
+
+
+class PublisherEngine:
+    """Routes and publishes what callers queue (see the module docstring).
+
+    Args:
+        uris: the broker's URIs (tried in turn).
+        exchange: the managed exchange ``NAME``; publishes go to ``NAME.bindings``.
+        router: decides each message's publishes; the engine keeps its bindings current.
+        management: the broker's management API (the bindings' listing; checked to be the
+            broker connected to).
+        masked_uri: the first URI without its password, for messages.
+        vhost: the virtual host of ``NAME.bindings``.
+        policy: what each outcome means for a message's future.
+        on_settled: ``on_settled(futures)`` with the futures just settled.
+        window: publishes in flight awaiting confirms.
+        published_key_header: the header that carries the key as published (or None).
+        connection_name: shown in the management UI.
+
+    Attributes shared with callers' threads (under :attr:`lock`): :attr:`queue` of
+    ``(future, routing_key, body, properties, headers, mandatory)``, ``wakeup_scheduled``,
+    ``waiters`` (threads waiting in the publisher), ``blocked_publishers`` (threads waiting
+    for room in the queue), ``closing``; ``fatal`` is why it gave up, ``starting`` True until
+    the publisher's constructor returns.
+    """
+
+    def __init__(self, uris: list[str], exchange: str, *, router: ExchangeRouter,
+                 management: ManagementClient, masked_uri: str, vhost: str,
+                 policy: PublisherPolicy, on_settled: Callable[[Sequence[Any]], Any],
+                 window: int, published_key_header: str | None,
+                 connection_name: str) -> None:
+        self.exchange = exchange
+        self.bindings_exchange = f"{exchange}.bindings"
+        self.masked_uri = masked_uri
+        self.published_key_header = published_key_header
+        self._router = router
+        self._management = management
+        self._vhost = vhost
+        self._policy = policy
+        self.watcher = BindingWatcher(
+            self.bindings_exchange, management, vhost=vhost,
+            on_add=lambda b: router.bind((b.destination_type, b.destination), b.binding_key),
+            on_remove=lambda b: router.unbind((b.destination_type, b.destination),
+                                              b.binding_key),
+            on_ready=self._on_bindings_ready, relist_interval=30.0)
+        # publish() takes the lock alone on its common path (Condition's own __enter__ and
+        # __exit__ are Python calls, a cost per message); reentrant, as a Condition's default
+        self.lock = threading.RLock()
+        self.condition = threading.Condition(self.lock)
+        self.queue: collections.deque[tuple] = collections.deque()
+        self.wakeup_scheduled = False
+        # threads waiting: settling wakes them when a future they wait for is settled or the
+        # publisher becomes idle, state changes (notify) always
+        self.waiters = 0
+        # threads in publish() waiting for room in the queue: taking a batch (which makes
+        # room) and state changes notify them, settling does not (it makes no room)
+        self.blocked_publishers = 0
+        self.taken = 0  # messages taken from the queue and not yet handed to the relay
+        self.closing = False
+        self.fatal: str | None = None
+        self.starting = True  # a missing NAME.bindings is fatal until the first connect
+        self.unroutable = 0
+        self.connection = ReconnectingConnection(
+            uris, on_ready=self._on_connected, on_lost=self._on_lost,
+            declarations=[{"method": "exchange.declare", "exchange": self.bindings_exchange,
+                           "passive": True}],
+            connection_name=connection_name)
+        self.upstream = FutureUpstream(on_settled)
+        self.relay = Relay(Timers(self.connection.ioloop), policy, self.upstream,
+                           window=window, low_watermark=window // 2,
+                           label=f"publisher of {exchange!r}", on_broken=self._on_broken,
+                           on_resumed=self.drain)
+        self._bulk = BulkFanIn(self.relay.fanin, self.upstream, policy)
+        self.relay.on_bulk_settled = self._bulk.settled  # each window is made with it
+        self.window: ConfirmWindow | None = None  # the relay's, once it takes bulk outcomes
+        self._fast: dict[bool, frames.PublishFrames] | None = None
+        self._head_cache: dict[tuple, bytes] = {}  # of one connection (its channel number)
+        self._last_head: tuple = (None, -1, None, b"")  # (publish, size, mandatory, head)
+        # publishes of this drain not yet handed to the window (see _flush_bulk)
+        self._bulk_messages: list[bytes] = []
+        self._bulk_items: list[MessageFuture] = []
+        self._bulk_frames = 0
+        self._frame_max = 131072
+        self.thread = threading.Thread(target=self.connection.run, daemon=True,
+                                       name=f"rtroute-publisher-{exchange}")
+
+    # -- any thread ----------------------------------------------------------------------------
+
+    @property
+    def ready(self) -> bool:
+        """Connected, in confirm mode, and the bindings have been listed at least once."""
+        window = self.window
+        return window is not None and not window.closed and self.watcher.ready
+
+    def idle(self) -> bool:
+        """Nothing queued, being routed, waiting in the outbox or awaiting a confirm."""
+        window = self.relay.window  # read once: the ioloop thread may detach meanwhile
+        return not self.queue and not self.taken and not self.relay.outbox.queued \
+            and (window is None or window.in_flight == 0)
+
+    @property
+    def in_flight(self) -> int:
+        """Publishes awaiting their confirm."""
+        window = self.relay.window
+        return window.in_flight if window is not None else 0
+
+    def not_ready_reason(self) -> str:
+        if self.window is None:
+            return self.connection.last_error or "not connected yet"
+        return f"bindings of {self.bindings_exchange!r} not listed yet" + (
+            f" ({self.watcher.last_error})" if self.watcher.last_error else "")
+
+    def notify(self) -> None:
+        """Wake the waiting threads: the state they read changed."""
+        # the state a waiter reads changed before this line, and a waiter counts itself
+        # before it reads the state: one of the two sees the other
+        if self.waiters or self.blocked_publishers:
+            with self.condition:
+                self.condition.notify_all()
+
+    def give_up(self, reason: str) -> None:
+        """A problem waiting will not solve: stop, and fail what is queued."""
+        self.fatal = reason
+        LOG.error("publisher of %r: %s", self.exchange, reason)
+        with self.condition:
+            self.closing = True
+        self.connection.stop()
+        self.connection.add_callback_threadsafe(self.fail_unsent)
+        self.notify()
+
+    def fail_unsent(self) -> None:
+        """Fail what was not sent with ``PublisherClosed`` (the ioloop thread, or any once it
+        has stopped)."""
+        with self.lock:
+            items = list(self.queue)
+            self.queue.clear()
+        fanin = self.relay.fanin
+        for out in self.relay.outbox.clear():  # publishes of a message cut short
+            self._policy.closed(out.item or out)
+            fanin.on_confirm(PublishOutcome(out, Outcome.FAILED, "closed"))
+        for item in items:
+            self._policy.closed(item[0])
+            fanin.submit(item[0], ())
+
+    # -- connection (ioloop thread) ------------------------------------------------------------
+
+    def _on_connected(self, connection: Any, channel: Any, _last_queue: Any) -> None:
+        self._management.expect_broker(
+            identity_from_server_properties(getattr(connection, "server_properties", None)),
+            self.masked_uri, "management_uri")
+        try:  # publish ready-made frames and read confirms without pika's per-frame dispatch
+            reader = frames.install(connection)
+        except RuntimeError as exc:
+            LOG.warning("publishing through pika (slower): %s", exc)
+            reader = None
+        self.attach(connection, channel, reader)
+        threading.Thread(target=self._verify_management, args=(connection,), daemon=True).start()
+
+    def attach(self, connection: Any, channel: Any, reader: frames.FrameReader | None) -> None:
+        """Publish on ``channel`` of ``connection`` from now on, with ready-made frames and
+        the confirms taken from ``reader`` (None: through pika, slower)."""
+        self._frame_max = getattr(getattr(connection, "params", None), "frame_max", None) \
+            or self._frame_max
+        self._router.frame_max = self._frame_max
+        self.relay.watch(connection)
+        self._head_cache = {}  # frames of the last connection's channel
+        self._last_head = (None, -1, None, b"")
+        self._fast = None if reader is None else \
+            {flag: frames.PublishFrames(channel.channel_number, 4096, flag)
+             for flag in (False, True)}
+        self.relay.attach(channel, reader, on_ready=self.drain)
+        self.window = self.relay.window
+
+    def _verify_management(self, connection: Any) -> None:
+        try:
+            self._management.verify_broker()
+            # topic (3.x layouts) or direct (4.x): how RabbitMQ treats a bound key's
+            # literal '*'/'#' words, which the planner must know
+            kind = self._management.exchange(self.bindings_exchange, self._vhost).get("type")
+            if kind in ("topic", "direct"):
+                self._router.bindings_type = kind
+        except WrongBroker as exc:
+            self.give_up(str(exc))
+            return
+        except ManagementError:
+            pass  # the watcher's listing retries and reports it
+        self.connection.add_callback_threadsafe(lambda: self._start_watching(connection))
+
+    def _start_watching(self, connection: Any) -> None:
+        if connection is self.connection.connection and connection.is_open:
+            self.watcher.start(connection)
+
+    def _on_bindings_ready(self) -> None:
+        self.notify()
+        self.drain()
+
+    def _on_broken(self, reason: str) -> None:
+        """The publish channel closed alone (the window failed what was in flight): start
+        over on a new connection."""
+        connection = self.connection.connection
+        if connection is None or not connection.is_open:
+            return  # the connection is going (its channels close first): _on_lost follows
+        LOG.warning("publisher of %r: channel closed (%s); reconnecting", self.exchange, reason)
+        connection.close(320, "publish channel closed")
+
+    def _on_lost(self, reason: str) -> None:
+        # the window has failed what was in flight; a message cut short fails too (its other
+        # publishes may have been routed), while the fan-in still takes outcomes
+        self.window = None
+        relay = self.relay
+        for out in relay.outbox.clear():
+            self._policy.not_sent(out.item or out, f"connection lost: {reason}")
+            relay.fanin.on_confirm(PublishOutcome(out, Outcome.FAILED, reason))
+        relay.detach()
+        if self.starting and "NOT_FOUND" in reason and self.bindings_exchange in reason:
+            self.give_up(f"exchange {self.bindings_exchange!r} does not exist: start the "
+                         f"sidecar for {self.exchange!r} once (`rtroute run --rtopic "
+                         f"{self.exchange}`), or declare {self.exchange!r} as x-rtopic "
+                         "through `rtroute proxy`: either declares its layout (a direct "
+                         "exchange on RabbitMQ 4, where it routes BCC faster; topic on 3.x)")
+        self.notify()
+
+    # -- routing and publishing (ioloop thread) ------------------------------------------------
+
+    def drain(self) -> None:
+        """Route and send queued messages while the window has room and nothing pauses the
+        relay's outbox (a full window, ``connection.blocked``, publishes waiting there)."""
+        with self.lock:
+            self.wakeup_scheduled = False
+        window = self.window
+        outbox = self.relay.outbox
+        if window is None or not self.watcher.ready:
+            return
+        try:
+            while not (window.closed or outbox.paused or outbox.queued):
+                # no more than fits: a message routed but not sent is routed again later
+                room = window.window - window.in_flight - len(self._bulk_items)
+                if room <= 0:
+                    return
+                with self.lock:
+                    queue = self.queue
+                    if not queue:
+                        return
+                    batch = [queue.popleft() for _ in range(min(BATCH, len(queue), room))]
+                    self.taken += len(batch)
+                    if self.blocked_publishers:
+                        self.condition.notify_all()  # room for blocked publishers
+                self._route(batch, window, room)
+        finally:
+            self._flush_bulk()
+            self.taken = 0
+            if self.waiters and self.idle():  # e.g. the batch failed without a publish
+                self.notify()
+
+    def _route(self, batch: list[tuple], window: ConfirmWindow, room: int) -> None:
+        decisions = self._router.decide_many([(item[1], item[4]) for item in batch])
+        fast = self._fast
+        outbox = self.relay.outbox
+        for index, (item, decision) in enumerate(zip(batch, decisions)):
+            future, routing_key, body, properties, _headers, mandatory = item
+            if decision.error is not None:
+                self._policy.not_routed(future, decision.error)
+                self.relay.fanin.submit(future, ())
+                continue
+            if decision.unroutable:  # the broker applies the alternate exchange / mandatory
+                self.unroutable += 1
+                parts = [Publish(self.bindings_exchange, routing_key, None)]
+            else:
+                future.matched = decision.matched
+                parts = decision.publishes
+            if len(parts) == 1 and not mandatory and fast is not None:
+                # the common case: one publish, handed to the window in bulk (it has room)
+                part = parts[0]
+                last = self._last_head
+                if last[0] is part and last[1] == len(body) and last[2] is False \
+                        and properties is None and not decision.headers:
+                    # a plain message of the last plain publish's destination and body size
+                    # (most of a batch): _head_of's answer, without the call
+                    head = last[3]
+                else:
+                    try:
+                        head = self._head_of(part, decision.headers, len(body), properties,
+                                             False)
+                    except Exception as exc:  # noqa: BLE001 - that message fails, not the batch
+                        self._refuse(future, [(part, exc)])
+                        continue
+                data, count = frames.content_after(head, fast[False].channel, body,
+                                                   self._frame_max)
+                future.awaiting = 1
+                self._bulk_messages.append(data)
+                self._bulk_items.append(future)
+                self._bulk_frames += count
+                room -= 1
+                if room > 0:
+                    continue
+            else:
+                self._flush_bulk()  # the window numbers publishes in the order handed over
+                self._submit(future, parts, decision.headers, body, properties, mandatory)
+                room = window.window - window.in_flight
+                if room > 0 and not (outbox.paused or outbox.queued):
+                    continue
+            if index + 1 < len(batch):
+                # the rest of the batch goes back to the front of the queue, in order
+                with self.lock:
+                    self.queue.extendleft(reversed(batch[index + 1:]))
+            return
+
+    def _submit(self, future: MessageFuture, parts: Sequence[Publish],
+                headers: dict[str, Any], body: bytes, properties: pika.BasicProperties | None,
+                mandatory: bool) -> None:
+        """Publish ``parts`` for ``future`` through the relay (what does not fit the window
+        waits in its outbox)."""
+        outs, refused = [], []
+        fast = self._fast
+        for part in parts:
+            if fast is None:  # pika encodes; the outbox checks the header's size
+                outs.append(Outgoing(
+                    part.exchange, part.routing_key, body=body, mandatory=mandatory,
+                    properties=_with_headers(properties, self._sent_headers(headers, part))))
+                continue
+            try:
+                head = self._head_of(part, headers, len(body), properties, mandatory)
+            except Exception as exc:  # noqa: BLE001 - this publish is refused, not the rest
+                refused.append((part, exc))
+                continue
+            data, count = frames.content_after(head, fast[mandatory].channel, body,
+                                               self._frame_max)
+            outs.append(Outgoing(part.exchange, part.routing_key, frames=data,
+                                 frame_count=count, body=body, mandatory=mandatory,
+                                 checked=True))
+        self.relay.fanin.submit(future, outs, deferred=len(refused))
+        if refused:
+            self._refuse(future, refused, submitted=True)
+
+    def _refuse(self, future: MessageFuture, refused: list[tuple[Publish, Exception]],
+                submitted: bool = False) -> None:
+        """The publishes ``refused`` of ``future`` cannot be made (a header over
+        ``frame_max``, a value with no encoding: the policy's ``rejected``; anything else:
+        not sent)."""
+        fanin = self.relay.fanin
+        if not submitted:
+            fanin.submit(future, (), deferred=len(refused))
+        for part, exc in refused:
+            if not isinstance(exc, ValueError):  # the policy keeps the first error
+                self._policy.not_sent(future, f"not sent: {exc}")
+            fanin.rejected(Outgoing(part.exchange, part.routing_key, item=future), str(exc))
+
+    def _flush_bulk(self) -> None:
+        """Hand the publishes gathered by :meth:`_route` to the window at once."""
+        items = self._bulk_items
+        if not items:
+            return
+        messages, count = self._bulk_messages, self._bulk_frames
+        self._bulk_messages, self._bulk_items, self._bulk_frames = [], [], 0
+        try:
+            self.relay.outbox.put_bulk(messages, count, items)
+        except Exception as exc:  # noqa: BLE001 - the channel is closing: fail, not lose
+            reason = f"not sent: {exc}"
+            for item in items:
+                self._policy.not_sent(item, reason)
+            self._bulk.settled(items, Outcome.FAILED, reason)
+
+    def _head_of(self, part: Publish, headers: dict[str, Any], size: int,
+                 properties: pika.BasicProperties | None, mandatory: bool) -> bytes:
+        """The method and content header frames of one publish of a ``size``-byte body.
+
+        A message without properties or headers of its own (the common case) has a method and
+        header frame that depend only on the publish ``part`` (where it goes, its ``BCC`` or
+        key as published) and its body size: those are built once and kept (at most
+        :data:`FRAME_CACHE` of them).
+
+        Raises:
+            ValueError: a property with no encoding, or a header frame over ``frame_max``.
+        """
+        plain = properties is None and not headers
+        if plain:
+            # messages of one routing key share their decision, so their publish: the last
+            # head is checked by identity before the cache hashes the publish
+            last = self._last_head
+            if last[0] is part and last[1] == size and last[2] is mandatory:
+                return last[3]
+            key = (part, size, mandatory)
+            head = self._head_cache.get(key)
+        else:
+            head = None
+        if head is None:
+            method_frames = self._fast[mandatory]  # type: ignore[index]
+            headers = self._sent_headers(headers, part)
+            if properties is None and not headers:
+                header = content_header_frame(method_frames.channel, size, None)
+            else:
+                values = {} if properties is None else \
+                    {name: getattr(properties, name, None) for name in PROPERTY_NAMES}
+                values["headers"] = headers or None
+                header = content_header_frame(method_frames.channel, size, values)
+            if len(header) > self._frame_max:
+                raise ValueError(f"the properties and headers take {len(header)} bytes, more "
+                                 f"than the connection's frame_max ({self._frame_max})")
+            head = method_frames.get(part.exchange, part.routing_key) + header
+            if plain:
+                if len(self._head_cache) >= FRAME_CACHE:
+                    self._head_cache.clear()
+                self._head_cache[key] = head
+        if plain:
+            self._last_head = (part, size, mandatory, head)
+        return head
+
+    def _sent_headers(self, headers: dict[str, Any], part: Publish) -> dict[str, Any]:
+        """The headers one publish carries: the message's, plus its ``BCC`` or the key as
+        published (``delivery="matched-key"``, unless ``published_key_header`` is None)."""
+        if part.bcc:
+            return {**headers, "BCC": list(part.bcc)}
+        if part.published_key is not None and self.published_key_header is not None:
+            return {**headers, self.published_key_header: part.published_key}
+        return headers
+
+
+def _with_headers(properties: pika.BasicProperties | None,
+                  headers: dict[str, Any]) -> pika.BasicProperties:
+    """The caller's properties with ``headers`` (a new object: the caller's is not changed)."""
+    if properties is None:
+        return pika.BasicProperties(headers=headers or None)
+    copy = pika.BasicProperties(**{k: v for k, v in vars(properties).items()})
+    copy.headers = headers or None
+    return copy
