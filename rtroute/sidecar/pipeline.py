@@ -85,6 +85,7 @@ class Pipeline:
         self.relay = Relay(timers, SidecarPolicy(lambda: (self.publish_frames, self.frame_max)),
                            self.upstream, window=window, label="sidecar",
                            on_broken=on_window_closed, on_flow=on_flow)
+        self._submit = self.relay.fanin.submit  # Relay.submit, one call less per message
         # deliveries since the last route_batch, in delivery-tag order on each channel
         self._batch: list[IngressMessage] = []
         self._batch_scheduled = False
@@ -308,7 +309,7 @@ class Pipeline:
             outs = [Republish(DEAD_LETTER_EXCHANGE, "", pika.BasicProperties(headers={
                 ERROR_HEADER: reason, SOURCE_HEADER: ex.spec.name}), m.body, pending, DEAD)]
         settler.track(pending)
-        self.relay.submit(pending, outs, pending.deferred)
+        self._submit(pending, outs, pending.deferred)
 
     def _republishes_of_original(self, m: IngressMessage, decision: Decision,
                                  pending: PendingMessage) -> list[Republish]:

@@ -24,7 +24,14 @@ class PendingMessage(Item):
 
     def __init__(self, exchange: ManagedExchange, tag: int, received_at: float = 0.0,
                  settler: Settler | None = None) -> None:
-        super().__init__(tag, settler)
+        # Item's fields set here, not through its __init__: one per message, on the hot path
+        # (tests/sidecar/test_sidecar_policy.py checks they match Item's)
+        self.tag = tag
+        self.awaiting = 0
+        self.failed = self.settled = self.parked = False
+        self.settler = settler
+        self.attempts = 0
+        self.settlement = None
         self.received_at = received_at  # time.monotonic() of its batch, for the latency
         self.exchange = exchange
         self.deferred = 0  # copies waiting for a transformer or a look at their address
@@ -50,8 +57,16 @@ class Republish(Outgoing):
                  body: bytes, pending: PendingMessage, role: str = ORIGINAL,
                  divert: Divert | None = None, frames: bytes | None = None,
                  frame_count: int = 0) -> None:
-        super().__init__(exchange, routing_key, frames=frames, frame_count=frame_count,
-                         properties=properties, body=body, item=pending)
+        # Outgoing's fields set here, not through its __init__ (one or more per message)
+        self.exchange = exchange
+        self.routing_key = routing_key
+        self.frames = frames
+        self.frame_count = frame_count
+        self.properties = properties
+        self.body = body
+        self.mandatory = True
+        self.item = pending
+        self.checked = False
         self.role = role
         self.divert = divert
 

@@ -163,3 +163,19 @@ def test_a_dead_letter_nothing_took_still_settles_its_message():
     rig.broker.ready(m)
     rig.turn()
     assert rig.settled() == [("ack", 1, True)] and len(rig.broker.published) == 1
+
+
+def test_the_sidecar_units_have_every_field_of_the_relay_units_with_their_defaults():
+    """PendingMessage and Republish set the relay's fields themselves (the hot path): they must
+    stay those of Item and Outgoing."""
+    from rtroute.relay.outgoing import Item, Outgoing
+
+    ex, settler = Exchange(), object()
+    item, pending = Item(7, settler), PendingMessage(ex, 7, 0.0, settler)  # type: ignore[arg-type]
+    slots = {name for cls in type(item).__mro__ for name in getattr(cls, "__slots__", ())}
+    assert {name: getattr(pending, name) for name in slots} == \
+        {name: getattr(item, name) for name in slots}
+    out = Outgoing("x", "k", frames=b"f", frame_count=3, body=b"b", item=pending)
+    republish = Republish("x", "k", None, b"b", pending, frames=b"f", frame_count=3)
+    assert {name: getattr(republish, name) for name in Outgoing.__slots__} == \
+        {name: getattr(out, name) for name in Outgoing.__slots__}
