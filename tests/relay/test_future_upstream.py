@@ -246,3 +246,13 @@ def test_the_future_upstream_settles_each_item_once():
     assert settled == [[ok], [failed], [both]]
     assert failed.failed and not both.failed
     assert (upstream.confirmed, upstream.failed) == (2, 1) and upstream.idle
+
+
+def test_a_message_future_has_every_field_of_an_item_with_its_defaults():
+    """MessageFuture sets the relay's item fields itself (the publishing thread's hot path, as
+    the sidecar's PendingMessage does): they must stay those of Item."""
+    settler = object()
+    item, future = Item(0, settler), MessageFuture(None, "k", settler)
+    slots = {name for cls in Item.__mro__ for name in getattr(cls, "__slots__", ())}
+    assert {name: getattr(future, name) for name in slots} == \
+        {name: getattr(item, name) for name in slots}
