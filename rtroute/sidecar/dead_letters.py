@@ -121,7 +121,8 @@ def minimal_dead_letter(out: Republish, reason: str) -> Republish:
         if out.role == COPY:
             out.divert.dead_lettered += 1
     message_id = out.properties.message_id if out.properties is not None else None
-    if message_id is not None and len(message_id.encode("utf-8", "replace")) > 255:
+    # not a short string: it may be what could not be encoded, and this dead letter must be
+    if not isinstance(message_id, str) or len(message_id.encode("utf-8", "replace")) > 255:
         message_id = None
     properties = pika.BasicProperties(headers=headers, message_id=message_id)
     return Republish(DEAD_LETTER_EXCHANGE, "", properties, out.body, out.pending, DEAD,

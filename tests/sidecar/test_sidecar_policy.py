@@ -179,3 +179,19 @@ def test_the_sidecar_units_have_every_field_of_the_relay_units_with_their_defaul
     republish = Republish("x", "k", None, b"b", pending, frames=b"f", frame_count=3)
     assert {name: getattr(republish, name) for name in Outgoing.__slots__} == \
         {name: getattr(out, name) for name in Outgoing.__slots__}
+
+
+def test_a_message_id_that_is_no_string_is_left_out_of_a_minimal_dead_letter():
+    """The minimal dead letter is the last resort: what could not be encoded stays out."""
+    import pika
+
+    from rtroute.sidecar.dead_letters import minimal_dead_letter
+
+    pending = PendingMessage(Exchange(), 1)  # type: ignore[arg-type]
+    out = Republish("x", "k", pika.BasicProperties(message_id=12345, headers={}), b"b",
+                    pending, COPY, divert())
+    dead = minimal_dead_letter(out, "its properties cannot be encoded")
+    assert dead.properties.message_id is None and dead.exchange == DEAD_LETTER_EXCHANGE
+    kept = minimal_dead_letter(Republish("x", "k", pika.BasicProperties(message_id="m-1"),
+                                         b"b", pending, COPY, divert()), "why")
+    assert kept.properties.message_id == "m-1"
