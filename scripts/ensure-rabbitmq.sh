@@ -9,8 +9,15 @@ SUDO=""
 
 if ! command -v rabbitmq-server >/dev/null 2>&1; then
     echo "rtroute: RabbitMQ not found; installing it from the OS packages"
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq rabbitmq-server
+    # serialized with the 4.x node scripts that scripts/test.sh runs at the same time, and
+    # waiting for any other apt (scripts/apt-lib.sh)
+    [ -z "$SUDO" ] || exec sudo -n bash "$0" "$@"
+    source "$(dirname "$0")/apt-lib.sh"
+    apt_install /tmp/rtroute-rabbitmq-apt.log rabbitmq-server || {
+        rc=$?
+        echo "rtroute: installing rabbitmq-server failed (status $rc), see /tmp/rtroute-rabbitmq-apt.log" >&2
+        exit "$rc"
+    }
 fi
 
 broker_up() { rabbitmqctl -q status >/dev/null 2>&1; }

@@ -26,10 +26,17 @@
 # non-exclusive queues, which 4.x deprecates but still permits (a later release is to refuse
 # them): to check that nothing declares one. A node that already runs keeps its settings.
 #
+# Safe to run concurrently with itself (either series, or the same one twice) and with
+# scripts/ensure-rabbitmq.sh: host apt work is serialized and waits for any other apt
+# (scripts/apt-lib.sh), and one start per series runs at a time (flock on
+# /var/lock/rtroute-TAG.lock; the second finds the node up and leaves it as it is).
+#
 # Exit status: 0 up; 1 it failed (see the message); 2 usage; 3 root is needed (to build or
 # enter the chroot) and neither root nor passwordless sudo is available; 4 the chroot cannot be
-# built here (no Debian mirror in the host's apt sources, or debootstrap failed, or too little
-# disk). scripts/test.sh treats 3 and 4 as "4.x cannot run on this machine".
+# built here (no Debian mirror in the host's apt sources, the mirror unreachable on every try,
+# debootstrap not installable, or too little disk); 5 a transient failure: apt's lock (or a
+# start of the same series) was still held after the bounded wait, run it again.
+# scripts/test.sh treats 3 and 4 as "4.x cannot run on this machine", 5 as a failure.
 # Stop it with scripts/stop-rabbitmq4.sh [SERIES].
 set -euo pipefail
 
@@ -79,7 +86,16 @@ if [ "$(id -u)" != 0 ]; then
         "and sudo is not available without a password: run this script as root"
 fi
 
-in_root() { chroot "$ROOT" "$@"; }
+# shellcheck source=scripts/apt-lib.sh
+source "$(dirname "$0")/apt-lib.sh"
+# one start of this series at a time: a concurrent one waits, then finds the node up
+exec 8>>"/var/lock/rtroute-$TAG.lock"
+flock -w "${RTROUTE_APT_WAIT_S:-900}" 8 \
+    || die 5 "another start of $NODE still holds /var/lock/rtroute-$TAG.lock after ${RTROUTE_APT_WAIT_S:-900} s"
+
+# fd 8 (the lock above) is closed for everything run in the chroot: a daemon started there (the
+# node, an epmd) must not hold the lock for as long as it lives
+in_root() { chroot "$ROOT" "$@" 8>&-; }
 ctl() { in_root /usr/sbin/rabbitmqctl -n "$NODE" "$@"; }
 
 # The Debian mirror the host already uses (deb822 sources first, then sources.list).
@@ -126,6 +142,12 @@ if [ -x "$ROOT/usr/sbin/rabbitmqctl" ] && ctl -q ping >/dev/null 2>&1; then
     exit 0
 fi
 
+# debootstrap into an empty $ROOT (a failed try leaves a partial one: apt_retry runs this again)
+fresh_debootstrap() {
+    rm -rf --one-file-system "$ROOT"
+    debootstrap --variant=minbase "$SUITE" "$ROOT" "$1"
+}
+
 # -- 1. the chroot --------------------------------------------------------------------------------
 if [ -d "$ROOT/debootstrap" ]; then   # what an interrupted debootstrap leaves behind
     log "removing the incomplete chroot at $ROOT (an interrupted debootstrap)"
@@ -139,13 +161,21 @@ if [ ! -f "$ROOT/etc/debian_version" ]; then
     MIRROR=$(mirror)
     if ! command -v debootstrap >/dev/null 2>&1; then
         log "installing debootstrap"
-        { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap; } \
-            >/tmp/$TAG-apt.log 2>&1 \
-            || die 4 "cannot install debootstrap, see /tmp/$TAG-apt.log"
+        : >"/tmp/$TAG-host-apt.log"
+        rc=0
+        apt_install "/tmp/$TAG-host-apt.log" debootstrap || rc=$?
+        case $rc in
+            0) ;;
+            5) die 5 "another apt held the lock too long while installing debootstrap (transient:" \
+                   "run again), see /tmp/$TAG-host-apt.log" ;;
+            *) die 4 "cannot install debootstrap, see /tmp/$TAG-host-apt.log" ;;
+        esac
     fi
     log "debootstrap --variant=minbase $SUITE $ROOT $MIRROR (a few minutes)"
-    debootstrap --variant=minbase "$SUITE" "$ROOT" "$MIRROR" >/tmp/$TAG-debootstrap.log 2>&1 \
-        || die 4 "debootstrap failed, see /tmp/$TAG-debootstrap.log"
+    : >"/tmp/$TAG-debootstrap.log"
+    rc=0
+    apt_retry "/tmp/$TAG-debootstrap.log" fresh_debootstrap "$MIRROR" || rc=$?
+    [ $rc = 0 ] || die 4 "debootstrap failed, see /tmp/$TAG-debootstrap.log"
 fi
 mountpoint -q "$ROOT/proc" || mount -t proc proc "$ROOT/proc"
 cp /etc/hosts "$ROOT/etc/hosts"   # "localhost" must resolve inside the chroot
@@ -169,10 +199,13 @@ EOF
     printf '#!/bin/sh\nexit 101\n' >"$ROOT/usr/sbin/policy-rc.d"   # no service start at install
     chmod +x "$ROOT/usr/sbin/policy-rc.d"
     log "apt-get install rabbitmq-server (in the chroot)"
-    { in_root apt-get update -qq \
-        && DEBIAN_FRONTEND=noninteractive in_root apt-get install -y -qq rabbitmq-server; } \
-        >/tmp/$TAG-apt.log 2>&1 \
-        || die "installing rabbitmq-server in the chroot failed, see /tmp/$TAG-apt.log"
+    : >"/tmp/$TAG-apt.log"
+    rc=0
+    apt_retry "/tmp/$TAG-apt.log" in_root apt-get update -qq \
+        && apt_retry "/tmp/$TAG-apt.log" \
+            in_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rabbitmq-server \
+        || rc=$?
+    [ $rc = 0 ] || die "$rc" "installing rabbitmq-server in the chroot failed, see /tmp/$TAG-apt.log"
     in_root apt-get clean
     rm -rf "$ROOT"/var/lib/apt/lists/*   # apt-get update brings them back when needed
 fi
@@ -211,7 +244,7 @@ for p in $PORT $MGMT $DIST; do
     fi
 done
 log "starting $NODE"
-setsid chroot "$ROOT" /usr/sbin/rabbitmq-server </dev/null >/tmp/$TAG-server.log 2>&1 &
+setsid chroot "$ROOT" /usr/sbin/rabbitmq-server </dev/null >/tmp/$TAG-server.log 2>&1 8>&- &
 t=0
 # await_startup fails at once while the node has not registered yet: retry it
 until ctl -q await_startup --timeout 5 >/dev/null 2>&1; do
