@@ -6,8 +6,9 @@
 # 2. For the oldest and the newest Python of pyproject.toml's classifiers (requires-python is
 #    the oldest; --all: every one claimed), found as python3.X on PATH or under pyenv: a fresh
 #    venv, the *sdist* installed into it with the test extra and RTROUTE_REQUIRE_NATIVE=1 (the
-#    native core compiles from the sdist alone, or the install fails), then the tests that need
-#    no broker, run against that install with RTROUTE_EXPECT_NATIVE=1, and every module imported.
+#    native core compiles from the sdist alone, or the install fails), then the quick tier
+#    (tests/quick.txt: the pure tests), run against that install with RTROUTE_EXPECT_NATIVE=1,
+#    and every module imported.
 #      oldest: the floors of the ranges (setuptools, Cython, pika at their >= versions; built
 #              without isolation), so a floor that no longer works is caught;
 #      newest: what pip picks (the newest in each range), in an isolated build as users get it.
@@ -75,10 +76,9 @@ if grep -i "deprecat" "$work/build.log"; then
 fi
 say "built in ${SECONDS} s"
 
-# The tests that need no broker: the core and the layers on it, and pika's internals.
-tests=(tests/core tests/routing tests/selector tests/packaging/test_pika_range.py
-       tests/packaging/test_core_fallback_warning.py tests/shovel/test_frames.py
-       tests/amqp/test_confirm_window.py)
+# The quick tier (tests/quick.txt, also `scripts/test.sh --leg quick`): the pure tests, on the
+# core and the layers on it, the relay on its stub broker, the config readers, pika's internals.
+mapfile -t tests < <(grep -v -e '^#' -e '^[[:space:]]*$' tests/quick.txt)
 import_all='
 import importlib, pkgutil, rtroute, rtroute.core
 assert rtroute.core.IMPLEMENTATION == "native", rtroute.core.FALLBACK_REASON

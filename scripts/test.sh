@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
 # The test command: brokers up (installed/started/plugins enabled), venv + native build, the
-# native core under valgrind, the sdist check, then the suite in four legs:
+# native core under valgrind, the sdist check, then the suite in four legs (unit, 4.3, 4.0,
+# 3.10), or the quick tier alone:
 #
+#   quick the pure tests for the edit-test loop (the paths in tests/quick.txt, -m "not broker",
+#         Hypothesis profile "quick"): no broker, no Spark, under a minute; run only when
+#         named (the unit leg holds its tests). Alone, it starts no broker and rebuilds the
+#         venv only when it is missing or the native core's sources are newer than the
+#         built extension.
 #   unit  the tests that need no broker under test (pytest -m "not broker"): unit, property
 #         (Hypothesis' "ci" profile, tests/hypothesis_profiles.py), CLI, Spark, the 3-node
 #         cluster tests (nodes of their own) -- once, since no broker changes them;
@@ -16,12 +22,18 @@
 # Each broker leg reaches its broker through RTROUTE_TEST_URI, RTROUTE_TEST_MANAGEMENT_URI and
 # RTROUTE_TEST_RABBITMQCTL (see tests/conftest.py).
 #
-# Usage: scripts/test.sh [--leg unit|4.3|4.0|3.10]... [PYTEST ARGS]
-#   --leg runs only the legs named (default: all four, in the order above; the broker legs
-#   skip the valgrind and sdist steps unless the unit leg runs too). Extra arguments go to
-#   every leg's pytest; a -m EXPR among them narrows each leg to "LEG'S MARKER and (EXPR)".
-# A 4.x node that cannot run on this machine (no root, no Debian mirror for its chroot) skips
-# its leg with the reason, or fails the run when RTROUTE_REQUIRE_BROKER4=1 (CI sets it).
+# Usage: scripts/test.sh [--leg quick|unit|4.3|4.0|3.10]... [PYTEST ARGS]
+#   --leg runs only the legs named (default: unit, 4.3, 4.0 and 3.10, in that order; the
+#   broker legs skip the valgrind and sdist steps unless the unit leg runs too). Extra
+#   arguments go to every leg's pytest; a -m EXPR among them narrows each leg to
+#   "LEG'S MARKER and (EXPR)".
+# Which to run when: --leg quick after every edit (under a minute); --leg unit before a commit
+# that touches more than the pure layers (CLI, Spark, packaging, processes); --leg 4.3 (or
+# 4.0, 3.10) for a broker-facing change; no --leg (all four, what CI runs) before you stop.
+# A 4.x node that cannot run on this machine (no root, no Debian mirror for its chroot: status
+# 3 or 4 of scripts/start-rabbitmq4.sh) skips its leg with the reason, or fails the run when
+# RTROUTE_REQUIRE_BROKER4=1 (CI sets it). A transient failure (status 5: apt's lock held past
+# the bounded wait) fails the run and says to run it again.
 # The status is non-zero when any leg fails. Each leg's wall time is printed at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,7 +43,8 @@ pytest_args=()
 expr=""
 while [ $# -gt 0 ]; do
     case $1 in
-        --leg) legs+=("${2:?--leg needs unit, 4.3, 4.0 or 3.10}"); shift 2 ;;
+        -h|--help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
+        --leg) legs+=("${2:?--leg needs quick, unit, 4.3, 4.0 or 3.10}"); shift 2 ;;
         --leg=*) legs+=("${1#--leg=}"); shift ;;
         -m) expr=${2:?-m needs an expression}; shift 2 ;;
         -m*) expr=${1#-m}; shift ;;
@@ -40,8 +53,8 @@ while [ $# -gt 0 ]; do
 done
 [ ${#legs[@]} -gt 0 ] || legs=(unit 4.3 4.0 3.10)
 for leg in "${legs[@]}"; do
-    case $leg in unit|4.3|4.0|3.10) ;; *)
-        echo "usage: $0 [--leg unit|4.3|4.0|3.10]... [PYTEST ARGS] (unknown leg '$leg')" >&2
+    case $leg in quick|unit|4.3|4.0|3.10) ;; *)
+        echo "usage: $0 [--leg quick|unit|4.3|4.0|3.10]... [PYTEST ARGS] (unknown leg '$leg')" >&2
         exit 2 ;;
     esac
 done
@@ -62,10 +75,25 @@ for series in 4.3 4.0; do
     fi
 done
 
+# native_current: the venv imports rtroute and its extension is newer than every source of it
+native_current() {
+    local so
+    so=$(ls rtroute/core/_native.*.so 2>/dev/null | head -n1)
+    [ -n "$so" ] && .venv/bin/python -c "import rtroute" 2>/dev/null \
+        && [ -z "$(find src_c rtroute/core/_native.pyx setup.py pyproject.toml -newer "$so" \
+            \( -name '*.c' -o -name '*.h' -o -name '*.pyx' -o -name '*.py' -o -name '*.toml' \) \
+            ! -name 'test_*' ! -name '_native.c' 2>/dev/null)" ]
+}
+
 SECONDS=0
-bash scripts/ensure-rabbitmq.sh
-bash scripts/setup.sh
-times+=("setup (3.x broker, venv, native build): ${SECONDS} s")
+if [ "${legs[*]}" = quick ]; then
+    native_current || bash scripts/setup.sh
+    times+=("setup (venv and native build, if stale): ${SECONDS} s")
+else
+    bash scripts/ensure-rabbitmq.sh
+    bash scripts/setup.sh
+    times+=("setup (3.x broker, venv, native build): ${SECONDS} s")
+fi
 if wants unit; then
     SECONDS=0
     make -C src_c test valgrind
@@ -76,21 +104,26 @@ if wants unit; then
 fi
 
 export RTROUTE_EXPECT_NATIVE=1 RTROUTE_REQUIRE_BROKER=1 RTROUTE_REQUIRE_SPARK=1 RTROUTE_REQUIRE_DOCS=1
-export RTROUTE_HYPOTHESIS=${RTROUTE_HYPOTHESIS:-ci}
 unset RTROUTE_TEST_URI RTROUTE_TEST_MANAGEMENT_URI RTROUTE_TEST_RABBITMQCTL
 
 marker_for() {   # marker_for BASE: BASE, narrowed by the -m EXPR given to this script
     if [ -n "$expr" ]; then echo "$1 and ($expr)"; else echo "$1"; fi
 }
 
-# run_leg NAME MARKER [ENV=VALUE...]: pytest with that marker and environment
+# run_leg NAME MARKER [ENV=VALUE...] [-- PATH...]: pytest with that marker and environment
+# (Hypothesis profile "ci" unless RTROUTE_HYPOTHESIS or the ENV says otherwise), on the PATHs
+# given or the whole suite; the slowest tests (3 s or more) are listed at its end
 run_leg() {
-    local name=$1 marker=$2 rc=0
+    local name=$1 marker=$2 rc=0 env_args=() paths=()
     shift 2
-    say "leg $name: pytest -m \"$marker\""
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do env_args+=("$1"); shift; done
+    [ $# = 0 ] || { shift; paths=("$@"); }
+    say "leg $name: pytest -m \"$marker\"${paths[*]+ ${paths[*]}}"
     SECONDS=0
-    env "$@" .venv/bin/python -m pytest -m "$marker" ${pytest_args[@]+"${pytest_args[@]}"} \
-        || rc=$?
+    env RTROUTE_HYPOTHESIS="${RTROUTE_HYPOTHESIS:-ci}" ${env_args[@]+"${env_args[@]}"} \
+        .venv/bin/python -m pytest -m "$marker" --durations=20 --durations-min=3 \
+        ${pytest_args[@]+"${pytest_args[@]}"} \
+        ${paths[@]+"${paths[@]}"} || rc=$?
     times+=("leg $name: ${SECONDS} s (pytest status $rc)")
     case $rc in
         0) ;;
@@ -116,6 +149,11 @@ broker_leg() {
                 RTROUTE_TEST_MANAGEMENT_URI="http://127.0.0.1:$mgmt/" \
                 RTROUTE_TEST_RABBITMQCTL="$ctl"
             ;;
+        5)
+            say "FAILED: scripts/start-rabbitmq4.sh $series met a transient failure (apt's lock" \
+                "held past its bounded wait, said above): run it again" >&2
+            status=1
+            ;;
         3|4)
             if [ "${RTROUTE_REQUIRE_BROKER4:-0}" = 1 ]; then
                 say "FAILED: RabbitMQ $series cannot run on this machine (scripts/start-rabbitmq4.sh" \
@@ -133,6 +171,11 @@ broker_leg() {
     esac
 }
 
+if wants quick; then
+    mapfile -t quick_paths < <(grep -v -e '^#' -e '^[[:space:]]*$' tests/quick.txt)
+    run_leg quick "$(marker_for "not broker")" RTROUTE_HYPOTHESIS="${RTROUTE_HYPOTHESIS:-quick}" \
+        -- "${quick_paths[@]}"
+fi
 if wants unit; then run_leg unit "$(marker_for "not broker")"; fi
 if wants 4.3; then broker_leg 4.3 "$(marker_for broker)"; fi
 if wants 4.0; then broker_leg 4.0 "$(marker_for "broker and every_broker")"; fi
