@@ -29,6 +29,10 @@ export RABBITMQ43_ROOT=${RABBITMQ43_ROOT:-/srv/rtroute-fresh/sid}
 export RABBITMQ4_ROOT=${RABBITMQ4_ROOT:-/srv/rtroute-fresh/trixie}
 say() { echo "check-fresh-nodes: $*"; }
 source scripts/apt-lib.sh
+# one check at a time: a second one would delete the roots the first is building (fd 7 is
+# closed for what it starts: a node must not hold it)
+exec 7>>/var/lock/rtroute-check-fresh-nodes.lock
+flock -n 7 || { say "FAILED: another check-fresh-nodes runs (/var/lock/rtroute-check-fresh-nodes.lock)" >&2; exit 1; }
 logs=.test-logs/fresh-nodes
 mkdir -p "$logs"
 rm -f "$logs"/*.log
@@ -72,15 +76,16 @@ print("holding", *sys.argv[1:], flush=True)
 time.sleep(20)
 ' /var/lib/apt/lists/lock /var/lib/dpkg/lock-frontend >"$logs/other-apt.log" 2>&1 &
 holder=$!
+trap 'kill $holder 2>/dev/null || true' EXIT
 until grep -q holding "$logs/other-apt.log" 2>/dev/null; do
     kill -0 $holder 2>/dev/null || { say "FAILED: could not take apt's locks:" \
         "$(cat "$logs/other-apt.log")" >&2; exit 1; }
     sleep 0.1
 done
 declare -A pid=()
-bash scripts/start-rabbitmq4.sh 4.3 >"$logs/start-4.3.log" 2>&1 & pid[4.3]=$!
-bash scripts/start-rabbitmq4.sh 4.0 >"$logs/start-4.0.log" 2>&1 & pid[4.0]=$!
-bash scripts/ensure-rabbitmq.sh >"$logs/ensure-rabbitmq.log" 2>&1 & pid[3.x]=$!
+bash scripts/start-rabbitmq4.sh 4.3 >"$logs/start-4.3.log" 2>&1 7>&- & pid[4.3]=$!
+bash scripts/start-rabbitmq4.sh 4.0 >"$logs/start-4.0.log" 2>&1 7>&- & pid[4.0]=$!
+bash scripts/ensure-rabbitmq.sh >"$logs/ensure-rabbitmq.log" 2>&1 7>&- & pid[3.x]=$!
 
 # -- 3. both nodes up, each with its series --------------------------------------------------------
 status=0
