@@ -31,7 +31,7 @@ from urllib.parse import quote
 import pika
 import pytest
 
-from rtroute.amqp import ManagementClient, parse_uri
+from rtroute.amqp import ManagementClient, ManagementError, parse_uri
 
 from . import (
     every_broker,
@@ -154,6 +154,33 @@ def management_uri(broker_uri: str) -> str:
 def mgmt(broker_uri: str) -> ManagementClient:
     """A management API client for the broker under test."""
     return management_client()
+
+
+_OTHER_MANAGEMENT_CANDIDATES = ("http://guest:guest@127.0.0.1:15672/",
+                                "http://guest:guest@127.0.0.1:15673/")
+
+
+def _cluster_name(uri: str) -> str | None:
+    try:
+        return ManagementClient(uri, timeout=3).overview().get("cluster_name")
+    except (ManagementError, ValueError):
+        return None
+
+
+@pytest.fixture(scope="session")
+def other_management_uri(broker_uri: str) -> str:
+    """The management API of a broker other than the one under test: the other of the local
+    3.10 node (15672) and the 4.0 node of ``scripts/start-rabbitmq4.sh`` (15673), or
+    ``RTROUTE_TEST_OTHER_MANAGEMENT_URI``."""
+    own = _cluster_name(MANAGEMENT_URI)
+    wanted = os.environ.get("RTROUTE_TEST_OTHER_MANAGEMENT_URI")
+    for uri in ([wanted] if wanted else _OTHER_MANAGEMENT_CANDIDATES):
+        cluster = _cluster_name(uri)
+        if cluster and cluster != own:
+            return uri
+    if os.environ.get("RTROUTE_REQUIRE_BROKER4") == "1":
+        pytest.fail("no second broker's management API (start scripts/start-rabbitmq4.sh)")
+    pytest.skip("no second broker's management API on 15672/15673")
 
 
 @pytest.fixture(scope="session")

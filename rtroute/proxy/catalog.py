@@ -35,9 +35,11 @@ import threading
 from typing import Any, Callable
 
 from rtroute.amqp.binding_watcher import Binding, BindingWatcher
+from rtroute.amqp.broker_identity import identity_from_server_properties
 from rtroute.amqp.connection import ReconnectingConnection
 from rtroute.amqp.field_table import encode_table
-from rtroute.amqp.management import ManagementClient, NotFound
+from rtroute.amqp.management import ManagementClient, NotFound, WrongBroker
+from rtroute.amqp.uri import mask_uri
 from rtroute.routing.delivery_plan import bindings_exchange_type
 from rtroute.routing.exchange_router import ExchangeRouter
 from rtroute.sidecar.layout import LAYOUT_ARGUMENT
@@ -113,9 +115,12 @@ class VhostCatalog:
 
     Args:
         uri: the proxy's own broker URI (its credentials); the vhost replaces the URI's.
-        management: the management API of that broker.
+        management: the management API of that broker: on each connect it is made to expect
+            the broker the connection reached, and checked (see :meth:`_verify_broker`).
         vhost: the vhost.
         loop: the asyncio loop the routers live in.
+        on_wrong_broker: called (loop thread) with the one-line reason when the management
+            API belongs to another broker than the AMQP connection.
 
     Size: the life of one vhost's catalog (its broker connection, the binding watcher's
     events, registrations that must hold, the exchanges' routers and waiters) as one object
@@ -123,10 +128,13 @@ class VhostCatalog:
     """
 
     def __init__(self, uri: str, management: ManagementClient, vhost: str,
-                 loop: asyncio.AbstractEventLoop) -> None:
+                 loop: asyncio.AbstractEventLoop,
+                 on_wrong_broker: Callable[[str], Any] | None = None) -> None:
         self.vhost = vhost
         self._loop = loop
         self._management = management
+        self._masked_uri = mask_uri(uri)
+        self._on_wrong_broker = on_wrong_broker
         self.exchanges: dict[bytes, RTopic] = {}       # NAME -> exchange
         self.by_bindings: dict[bytes, RTopic] = {}     # NAME.bindings -> exchange
         self.ready = asyncio.Event()
@@ -203,6 +211,30 @@ class VhostCatalog:
             self.failure = (f"the proxy's own user (--uri) cannot use the vhost: {reason} "
                             "(see docs/proxy.md: what the proxy's user needs)")
             self._failed.set()
+
+    def _verify_broker(self) -> None:
+        """Checks (in the executor) that the management API belongs to the broker the
+        connection reached. Another broker's listing would route every publish by a binding
+        table that is not this broker's: confirmed, delivered nowhere. On a mismatch the
+        catalog fails for good (clients are refused with the reason) and ``on_wrong_broker``
+        is told; an API that does not answer is no verdict (every request checks it first)."""
+        checked = self._loop.run_in_executor(None, self._management.verify_broker)
+
+        def done(future: asyncio.Future) -> None:
+            try:
+                future.result()
+            except WrongBroker as exc:
+                reason = str(exc)
+                LOG.error("%s", reason)
+                self.failure = reason
+                self.ready.clear()
+                self._failed.set()
+                if self._on_wrong_broker is not None:
+                    self._on_wrong_broker(reason)
+            except Exception as exc:  # noqa: BLE001 - no answer: the listings check again
+                LOG.debug("vhost %r: broker identity not checked yet: %s", self.vhost, exc)
+
+        checked.add_done_callback(done)
 
     def _on_registry_ready(self) -> None:
         self._registry_ready = True
@@ -342,7 +374,13 @@ class VhostCatalog:
 
     def _on_connected(self, connection: Any, _channel: Any, _last_queue: Any) -> None:
         self._pika_connection = connection
-        version = (getattr(connection, "server_properties", None) or {}).get("version")
+        properties = getattr(connection, "server_properties", None)
+        # before any listing is believed: the API must be this broker's (each request after
+        # this checks it first; the loop's check makes a mismatch fatal at once)
+        self._management.expect_broker(identity_from_server_properties(properties),
+                                       self._masked_uri, "--management-uri")
+        self._to_loop(self._verify_broker)
+        version = (properties or {}).get("version")
         if isinstance(version, bytes):
             version = version.decode("utf-8", "replace")
         self.bindings_type = bindings_exchange_type(version)
@@ -391,13 +429,17 @@ class Catalog:
     Args:
         uri: the proxy's own broker URI (credentials for the watchers' connection).
         management_uri: the management API (default: derived from ``uri``).
+        on_wrong_broker: called (loop thread) with the reason when that API turns out to
+            belong to another broker (see :meth:`VhostCatalog._verify_broker`).
     """
 
     def __init__(self, uri: str, management_uri: str | None,
-                 loop: asyncio.AbstractEventLoop) -> None:
+                 loop: asyncio.AbstractEventLoop,
+                 on_wrong_broker: Callable[[str], Any] | None = None) -> None:
         self._uri = uri
         self._management = ManagementClient.from_amqp_uri(uri, management_uri)
         self._loop = loop
+        self._on_wrong_broker = on_wrong_broker
         self._vhosts: dict[str, VhostCatalog] = {}
         self._users: dict[str, int] = {}
         self._pinned: set[str] = set()
@@ -446,7 +488,7 @@ class Catalog:
         catalog = self._vhosts.get(name)
         if catalog is None:
             catalog = self._vhosts[name] = VhostCatalog(self._uri, self._management, name,
-                                                        self._loop)
+                                                        self._loop, self._on_wrong_broker)
             LOG.info("proxy catalog of vhost %r started", name)
             catalog.start()
         return catalog

@@ -61,7 +61,7 @@ def proxy(listen: tuple[str, ...], listen_tls: tuple[str, ...], uri: str | None,
     from rtroute.ops_http import ListenError
     from rtroute.proxy.config import load_proxy_settings
     from rtroute.proxy.ops import read_token_file
-    from rtroute.proxy.server import run
+    from rtroute.proxy.server import ProxyFatal, run
 
     configure_logging(log_level.upper(), log_format.lower())
     warn_if_fallback()
@@ -97,7 +97,7 @@ def proxy(listen: tuple[str, ...], listen_tls: tuple[str, ...], uri: str | None,
         raise click.ClickException(str(exc)) from None
     try:
         run(settings, on_listening=_announce)
-    except ListenError as exc:
+    except (ProxyFatal, ListenError) as exc:
         raise click.ClickException(str(exc)) from None
     except ValueError as exc:  # e.g. an endpoint beyond loopback without a token, a bad URI
         raise click.ClickException(str(exc)) from None

@@ -25,13 +25,14 @@ import signal
 import socket
 import ssl
 from dataclasses import dataclass, field
+from typing import Any, Callable
 
 from rtroute.amqp.uri import AmqpUri, mask_uri, parse_uri
 from rtroute.proxy.catalog import Catalog
 from rtroute.proxy.session import Session
 from rtroute.routing.exchange_router import DEFAULT_BCC_ALIAS
 
-__all__ = ["ProxyServer", "ProxySettings", "run"]
+__all__ = ["ProxyFatal", "ProxyServer", "ProxySettings", "run"]
 
 LOG = logging.getLogger(__name__)
 HIGH_WATER = 4 * 1024 * 1024
@@ -198,6 +199,11 @@ class _BrokerProtocol(asyncio.Protocol):
             self._client.resume_reading()  # type: ignore[attr-defined]
 
 
+class ProxyFatal(RuntimeError):
+    """The proxy stopped by itself because it cannot serve truthfully (e.g. its management API
+    belongs to another broker than its AMQP connection); the message is one line."""
+
+
 class ProxyServer:
     """The listeners, the catalog and the sessions of one proxy process."""
 
@@ -206,10 +212,20 @@ class ProxyServer:
         self.loop = loop
         self.upstream: AmqpUri = parse_uri(settings.uri)
         self.upstream_ssl = self.upstream.tls.ssl_context() if self.upstream.tls else None
-        self.catalog = Catalog(settings.uri, settings.management_uri, loop)
+        # set when the proxy cannot serve truthfully and must stop (see ProxyFatal)
+        self.fatal_error: str | None = None
+        self.on_fatal: Callable[[str], Any] | None = None
+        self.catalog = Catalog(settings.uri, settings.management_uri, loop,
+                               on_wrong_broker=self._fatal)
         self.sessions: set[Session] = set()
         self.stats = ProxyStats()
         self._servers: list[asyncio.AbstractServer] = []
+
+    def _fatal(self, reason: str) -> None:
+        if self.fatal_error is None:
+            self.fatal_error = reason
+            if self.on_fatal is not None:
+                self.on_fatal(reason)
 
     async def start(self) -> list[tuple[str, int]]:
         """Opens the listeners; returns their addresses (port 0 picks one)."""
@@ -245,6 +261,8 @@ def run(settings: ProxySettings, on_listening=None) -> None:
     Under systemd (``Type=notify``) it reports ``READY=1`` once the AMQP listeners are open.
 
     Raises:
+        ProxyFatal: it stopped by itself because it cannot serve truthfully (the management
+            API belongs to another broker than ``--uri``).
         rtroute.ops_http.ListenError: a listener (AMQP or HTTP) cannot listen; the message is
             one line (``listen 127.0.0.1:5680: address already in use``).
         ValueError: a listen address that is not ``host:port``; an HTTP endpoint beyond
@@ -271,6 +289,7 @@ def run(settings: ProxySettings, on_listening=None) -> None:
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, on_signal, signum)
+    server.on_fatal = lambda _reason: stop.set()
 
     async def main() -> None:
         if ops is not None:
@@ -301,3 +320,5 @@ def run(settings: ProxySettings, on_listening=None) -> None:
         loop.close()
     LOG.info("proxy stopped: %d client connections served, %d closed at the stop",
              server.stats.connections, open_sessions)
+    if server.fatal_error is not None:
+        raise ProxyFatal(server.fatal_error)

@@ -1,9 +1,13 @@
 """A proxy killed with -9 loses nothing it confirmed: the client reconnects (as to a broker) and
 publishes again what was not confirmed. Several proxies serve one broker (SO_REUSEPORT). A
-broker the proxy cannot reach is a refusal with the reason."""
+broker the proxy cannot reach is a refusal with the reason; another broker's management API
+stops the proxy at start."""
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
+import time
 
 import pika
 import pika.exceptions
@@ -104,3 +108,21 @@ def test_a_broker_the_proxy_cannot_reach_refuses_clients_with_the_reason(proxies
     assert f"Connect call failed ('127.0.0.1', {port})" in str(raised.value)
     wait_for(lambda: f"cannot reach the broker amqp://guest:***@127.0.0.1:{port}/%2F for a "
              "client: " in proxy.log_path.read_text(), timeout=10)
+
+
+def test_another_brokers_management_api_stops_the_proxy_with_one_line(other_management_uri,
+                                                                      broker_uri):
+    # before: the proxy followed that broker's bindings, said ready, and confirmed publishes
+    # that reached no queue of the broker it forwards to
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "rtroute.cli", "proxy", "--uri", broker_uri,
+         "--management-uri", other_management_uri, "--listen", f"127.0.0.1:{free_port()}"],
+        check=False, capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert time.monotonic() - started < 30
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("Error: the management API"), done.stderr[-2000:]
+    assert "--management-uri" in last and "belongs to broker" in last
+    assert "Traceback" not in done.stderr
+    assert "guest:guest" not in done.stderr  # credentials masked

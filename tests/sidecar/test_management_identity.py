@@ -1,9 +1,8 @@
 """The sidecar never routes against another broker's management API (issue: a 4.x node on 5673
 whose derived management URI, port 15672, is the 3.10 node's API: every binding vanished).
 
-Needs a second broker's management API beside the one under test: the other of the local 3.10
-node (15672) and the 4.x node of ``scripts/start-rabbitmq4.sh`` (15673), or
-``RTROUTE_TEST_OTHER_MANAGEMENT_URI``.
+Needs a second broker's management API beside the one under test (the ``other_management_uri``
+fixture of tests/conftest.py).
 """
 from __future__ import annotations
 
@@ -12,34 +11,7 @@ import subprocess
 import sys
 import time
 
-import pytest
-
-from rtroute.amqp import ManagementClient, ManagementError
-
 from ..conftest import BROKER_URI, MANAGEMENT_URI
-
-CANDIDATES = ("http://guest:guest@127.0.0.1:15672/", "http://guest:guest@127.0.0.1:15673/")
-
-
-def _cluster(uri: str) -> str | None:
-    try:
-        return ManagementClient(uri, timeout=3).overview().get("cluster_name")
-    except (ManagementError, ValueError):
-        return None
-
-
-@pytest.fixture(scope="module")
-def other_management_uri(broker_uri) -> str:
-    """The management API of a broker other than the one under test."""
-    own = _cluster(MANAGEMENT_URI)
-    wanted = os.environ.get("RTROUTE_TEST_OTHER_MANAGEMENT_URI")
-    for uri in ([wanted] if wanted else CANDIDATES):
-        cluster = _cluster(uri)
-        if cluster and cluster != own:
-            return uri
-    if os.environ.get("RTROUTE_REQUIRE_BROKER4") == "1":
-        pytest.fail("no second broker's management API (start scripts/start-rabbitmq4.sh)")
-    pytest.skip("no second broker's management API on 15672/15673")
 
 
 def test_another_brokers_management_api_stops_the_sidecar_with_one_line(other_management_uri,
