@@ -15,7 +15,9 @@
 #
 # Usage: scripts/check-sdist.sh [--all]. A claimed Python that is not installed fails the check
 # (RTROUTE_SDIST_ALLOW_MISSING=1 skips it instead, saying so). RTROUTE_SDIST_KEEP=1 keeps the
-# work directory (the venvs, the logs, dist/). About 2 minutes on 2 cores.
+# work directory (the venvs, the logs, dist/). RTROUTE_SDIST_OUT=DIR copies the sdist, the
+# wheel and the build's log there (scripts/test.sh hands them to tests/packaging, which
+# then checks these instead of building them again). About 2 minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -75,6 +77,11 @@ if grep -i "deprecat" "$work/build.log"; then
     exit 1
 fi
 say "built in ${SECONDS} s"
+if [ -n "${RTROUTE_SDIST_OUT:-}" ]; then   # for the packaging tests of the same run
+    rm -rf "$RTROUTE_SDIST_OUT"
+    mkdir -p "$RTROUTE_SDIST_OUT"
+    cp "$sdist" "$wheel" "$work/build.log" "$RTROUTE_SDIST_OUT/"
+fi
 
 # The quick tier (tests/quick.txt, also `scripts/test.sh --leg quick`): the pure tests, on the
 # core and the layers on it, the relay on its stub broker, the config readers, pika's internals.

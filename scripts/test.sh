@@ -10,7 +10,9 @@
 #         built extension.
 #   unit  the tests that need no broker under test (pytest -m "not broker"): unit, property
 #         (Hypothesis' "ci" profile, tests/hypothesis_profiles.py), CLI, Spark, the 3-node
-#         cluster tests (nodes of their own) -- once, since no broker changes them;
+#         cluster tests (nodes of their own) -- once, since no broker changes them. Those
+#         marked island (a RabbitMQ or Spark cluster of their own, mostly waiting on it) run
+#         in a second pytest beside the others: the leg's wall time is the longer of the two;
 #   4.3   the whole broker tier (pytest -m broker) against RabbitMQ 4.3.x, the newest broker
 #         claimed and the one the x-rtopic plugin cannot run on: node rabbit43@localhost of
 #         scripts/start-rabbitmq4.sh 4.3 (127.0.0.1:5674, management 15674);
@@ -99,12 +101,15 @@ if wants unit; then
     make -C src_c test valgrind
     # the sdist builds and passes on the oldest and newest claimed Python (a Python this
     # machine lacks is skipped with a message rather than failing the whole run)
-    RTROUTE_SDIST_ALLOW_MISSING=1 bash scripts/check-sdist.sh
+    RTROUTE_SDIST_ALLOW_MISSING=1 RTROUTE_SDIST_OUT="$PWD/.test-logs/dist" bash scripts/check-sdist.sh
+    # tests/packaging checks that sdist and wheel rather than building them once more
+    export RTROUTE_TEST_DIST="$PWD/.test-logs/dist"
     times+=("native core under valgrind, sdist check: ${SECONDS} s")
 fi
 
 export RTROUTE_EXPECT_NATIVE=1 RTROUTE_REQUIRE_BROKER=1 RTROUTE_REQUIRE_SPARK=1 RTROUTE_REQUIRE_DOCS=1
 unset RTROUTE_TEST_URI RTROUTE_TEST_MANAGEMENT_URI RTROUTE_TEST_RABBITMQCTL
+wants unit || unset RTROUTE_TEST_DIST
 
 marker_for() {   # marker_for BASE: BASE, narrowed by the -m EXPR given to this script
     if [ -n "$expr" ]; then echo "$1 and ($expr)"; else echo "$1"; fi
@@ -176,7 +181,22 @@ if wants quick; then
     run_leg quick "$(marker_for "not broker")" RTROUTE_HYPOTHESIS="${RTROUTE_HYPOTHESIS:-quick}" \
         -- "${quick_paths[@]}"
 fi
-if wants unit; then run_leg unit "$(marker_for "not broker")"; fi
+if wants unit; then
+    # the islands in the background, their output kept until the rest is done
+    island_started=$(date +%s)   # (run_leg restarts SECONDS)
+    env RTROUTE_HYPOTHESIS="${RTROUTE_HYPOTHESIS:-ci}" .venv/bin/python -m pytest \
+        -m "$(marker_for "not broker and island")" --durations=20 --durations-min=3 \
+        -p no:cacheprovider ${pytest_args[@]+"${pytest_args[@]}"} \
+        >.test-logs/unit-islands.log 2>&1 &
+    island_pid=$!
+    run_leg unit "$(marker_for "not broker and not island")"
+    island_rc=0
+    wait "$island_pid" || island_rc=$?
+    say "leg unit, its islands: pytest -m \"$(marker_for "not broker and island")\""
+    cat .test-logs/unit-islands.log
+    times+=("leg unit, its islands beside it: $(($(date +%s) - island_started)) s since both started (pytest status $island_rc)")
+    case $island_rc in 0|5) ;; *) status=$island_rc ;; esac
+fi
 if wants 4.3; then broker_leg 4.3 "$(marker_for broker)"; fi
 if wants 4.0; then broker_leg 4.0 "$(marker_for "broker and every_broker")"; fi
 if wants 3.10; then run_leg 3.10 "$(marker_for "broker and every_broker")"; fi

@@ -25,7 +25,7 @@ from ..broker_nodes import LocalCluster, LocalNode
 from ..conftest import wait_for
 from ..sidecar.conftest import SidecarProcess
 
-pytestmark = [pytest.mark.slow, pytest.mark.cluster]
+pytestmark = [pytest.mark.slow, pytest.mark.cluster, pytest.mark.island]
 
 COUNT = 20_000
 PREFETCH = 500

@@ -4,6 +4,10 @@ The build runs on a copy of the files git would check out (tracked, plus untrack
 ignored: work in progress), never in the checkout itself, so that build products lying in the
 tree (the generated ``_native.c``, a compiled ``.so``, a stale ``rtroute.egg-info``) can neither
 leak into the sdist nor hide a file missing from it.
+
+``RTROUTE_TEST_DIST=DIR`` names an sdist, the wheel built from it and the build's log made that
+way earlier in the same run (``scripts/check-sdist.sh``'s ``RTROUTE_SDIST_OUT``, which
+``scripts/test.sh`` sets): the tests check those instead of building them once more.
 """
 from __future__ import annotations
 
@@ -76,9 +80,21 @@ class Built:
             return sdist.extractfile(f"{top}/{name}").read().decode()
 
 
+def _prebuilt(pattern: str) -> Built | None:
+    """The file of RTROUTE_TEST_DIST matching ``pattern``, with the build's log, if named."""
+    where = os.environ.get("RTROUTE_TEST_DIST")
+    if not where:
+        return None
+    (path,) = Path(where).glob(pattern)
+    return Built(path, (Path(where) / "build.log").read_text())
+
+
 @pytest.fixture(scope="session")
 def sdist(tmp_path_factory: pytest.TempPathFactory) -> Built:
     """The sdist built from a clean copy of the checkout (a few seconds)."""
+    prebuilt = _prebuilt("*.tar.gz")
+    if prebuilt is not None:
+        return prebuilt
     if not (ROOT / ".git").exists():
         pytest.skip("not a git checkout: nothing to build an sdist from")
     work = tmp_path_factory.mktemp("sdist")
@@ -94,6 +110,9 @@ def sdist(tmp_path_factory: pytest.TempPathFactory) -> Built:
 @pytest.fixture(scope="session")
 def wheel(sdist: Built, tmp_path_factory: pytest.TempPathFactory) -> Built:
     """The wheel built from that sdist alone, native core compiled (10-20 s)."""
+    prebuilt = _prebuilt("*.whl")
+    if prebuilt is not None:
+        return prebuilt
     work = tmp_path_factory.mktemp("wheel")
     with tarfile.open(sdist.path) as archive:
         if hasattr(tarfile, "data_filter"):  # 3.12+ and late patch releases of 3.9-3.11

@@ -25,7 +25,7 @@ import pytest
 
 from .conftest import PLUGIN, random_messages
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.island]
 
 REPO = Path(__file__).resolve().parents[2]
 RTROUTE = [sys.executable, "-m", "rtroute.cli", "spark"]
