@@ -31,6 +31,7 @@ import pytest
 EVERY_BROKER: dict[str, str] = {
     # -- loss --------------------------------------------------------------------------------
     "tests/proxy/test_loss_and_interception.py": "loss, security",
+    "tests/proxy/test_own_user.py": "security: the proxy's own user needs exactly what docs/proxy.md gives",
     "tests/proxy/test_proxy_failure.py": "loss: kill -9 of the proxy; another broker's management API",
     "tests/sidecar/test_quorum_ingress.py": "loss: quorum delivery limit (4.3 counts rejects only)",
     "tests/sidecar/test_unroutable.py": "loss: unroutable messages",
