@@ -186,9 +186,10 @@ class Session:
             self._client.write(wire.connection_close(code, text))
         self.close()
 
-    def _frame_too_large(self, size: int) -> None:
-        """A client frame announces more than the connection allows: refused before it is
-        read (RabbitMQ: ``frame_too_large``; before ``tune-ok`` it just closes the socket)."""
+    def _frame_too_large(self, size: int, frame_type: int = wire.FRAME_METHOD) -> None:
+        """A client frame (of ``frame_type``) announces more than the connection allows:
+        refused before it is read (RabbitMQ: ``frame_too_large``, naming the frame's type;
+        before ``tune-ok`` it just closes the socket)."""
         if not self._tuned:
             LOG.warning("closing a client connection: a frame of %d bytes before tune-ok "
                         "(at most %d)", size, wire.PRE_TUNE_FRAME_MAX)
@@ -196,7 +197,7 @@ class Session:
                 self._on_refusal("frame_too_large")
             self.close()
             return
-        self._fail(501, f"FRAME_ERROR - type 1, all octets = <<>>: "
+        self._fail(501, f"FRAME_ERROR - type {frame_type}, all octets = <<>>: "
                         f"{{frame_too_large,{size - 8},{self.frame_max - 8}}}", "frame_too_large")
 
     def refuse(self, reason: str) -> None:
@@ -305,7 +306,7 @@ class Session:
                                       if publishing or closing else ())
                 if result != SCAN_STOP:
                     if result == SCAN_TOO_LARGE:
-                        self._frame_too_large(frame_end - pos)
+                        self._frame_too_large(frame_end - pos, buf[pos])
                         return
                     if result == SCAN_BAD_END:
                         self._fail(501, "FRAME_ERROR - rtroute proxy: a frame of the client "

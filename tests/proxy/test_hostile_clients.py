@@ -64,21 +64,30 @@ def test_a_giant_frame_before_authentication_is_refused_without_buffering_it(pro
     assert rss_mib(proxy.proc.pid) < before + 32
 
 
-def test_a_frame_larger_than_frame_max_after_login_is_refused_as_the_broker_does(proxies):
-    proxy = proxies()
-    client = RawClient(proxy.port)
+def _too_large_frame_refusal(port: int, frame_type: int) -> tuple[int, str]:
+    """The connection.close (code, text) that a frame of ``frame_type`` announcing 2 GiB gets
+    on a channel opened after login, from whatever listens on ``port``."""
+    client = RawClient(port)
     opened = client.handshake(USER, PASSWORD, _PARSED.virtual_host, frame_max=131072)
     assert opened is not None and opened[:2] == (10, 41)
     client.send(method(1, 20, 10, b"\x00"))  # channel.open
     assert client.method_ids()[:2] == (20, 11)
-    client.send(struct.pack(">BHI", 3, 1, 2 ** 31))  # a body frame of 2 GiB
+    client.send(struct.pack(">BHI", frame_type, 1, 2 ** 31))
     closing = client.method_ids()
     assert closing is not None and closing[:2] == (10, 50)  # connection.close
-    code = struct.unpack_from(">H", closing[2])[0]
-    text = closing[2][3:3 + closing[2][2]].decode()
+    assert client.closed()
+    return struct.unpack_from(">H", closing[2])[0], closing[2][3:3 + closing[2][2]].decode()
+
+
+@pytest.mark.parametrize("frame_type", [1, 2, 3])  # method, content header, body
+def test_a_frame_larger_than_frame_max_after_login_is_refused_as_the_broker_does(proxies,
+                                                                                 frame_type):
+    proxy = proxies()
+    code, text = _too_large_frame_refusal(proxy.port, frame_type)
     assert (code, text.split(" - ")[0]) == (501, "FRAME_ERROR")
     assert "frame_too_large" in text
-    assert client.closed()
+    # the broker's own words, its frame's type included (before: always "type 1")
+    assert (code, text) == _too_large_frame_refusal(_PARSED.port, frame_type)
 
 
 def test_a_frame_with_a_bad_end_octet_is_refused_even_when_the_proxy_rewrites_it(
