@@ -724,6 +724,7 @@ class Session:
                 frame = _renamed_in_close(channel, frame, names)
             elif self.catalog is not None:  # e.g. a refused publish to an internal NAME
                 frame = _rtopic_named_in_close(channel, frame, self.catalog.by_bindings)
+                frame = _rtopic_type_in_close(channel, frame, self.catalog.exchanges)
             out.append(frame)
             return
         if queue and queue[0].method == method:
@@ -768,8 +769,22 @@ def _inequivalent_type(frame: bytes, exchange: bytes) -> bool:
     """Whether the ``channel.close`` ``frame`` refuses a declaration of ``exchange`` because
     the exchange exists with another type."""
     text = wire.short(frame[7:-1], 6)[0]
-    return text.startswith(b"PRECONDITION_FAILED - inequivalent arg 'type' for exchange '" +
-                           exchange + b"' in vhost ")
+    return text.startswith(_INEQUIVALENT_TYPE + exchange + b"' in vhost ")
+
+
+_INEQUIVALENT_TYPE = b"PRECONDITION_FAILED - inequivalent arg 'type' for exchange '"
+
+
+def _rtopic_type_in_close(channel: int, frame: bytes, exchanges: dict[bytes, RTopic]) -> bytes:
+    """A ``channel.close`` refusing to redeclare an x-rtopic exchange ``NAME`` with another
+    type: the broker names the layout's fanout as the current type; with the plugin, RabbitMQ
+    names ``''x-rtopic''``, and so does the client's copy."""
+    text = wire.short(frame[7:-1], 6)[0]
+    if not text.startswith(_INEQUIVALENT_TYPE) or \
+            text[len(_INEQUIVALENT_TYPE):].split(b"'", 1)[0] not in exchanges:
+        return frame
+    return _close_text(channel, frame, lambda text: text.replace(
+        b" but current is 'fanout'", b" but current is ''x-rtopic''", 1))
 
 
 def _bindings_refused(channel: int, frame: bytes, names: tuple[bytes, bytes]) -> bytes:

@@ -108,3 +108,27 @@ def test_a_name_bindings_in_use_is_not_deleted_after_a_refusal(proxies, exchange
         assert _type(mgmt, broker_uri, f"{name}.bindings") == ours
     finally:
         direct.close()
+
+
+@pytest.mark.parametrize("kind", ["topic", "direct", "headers"])
+@pytest.mark.parametrize("nowait", [False, True])
+def test_an_x_rtopic_redeclared_with_another_type_is_refused_as_with_the_plugin(
+        proxies, exchange_name, broker_uri, kind, nowait):
+    # before: "but current is 'fanout'", the layout's type the client never declared
+    conn = pika.BlockingConnection(pika.URLParameters(proxies().uri))
+    try:
+        ch = conn.channel()
+        ch.exchange_declare(exchange_name, "x-rtopic")
+        with pytest.raises(pika.exceptions.ChannelClosedByBroker) as raised:
+            if nowait:  # the refusal comes as the next method's answer
+                ch._impl.exchange_declare(exchange_name, kind, callback=None)
+                ch.exchange_declare(exchange_name, "x-rtopic", passive=True)
+            else:
+                ch.exchange_declare(exchange_name, kind)
+        assert raised.value.reply_code == 406
+        assert raised.value.reply_text == (
+            f"PRECONDITION_FAILED - inequivalent arg 'type' for exchange '{exchange_name}' in "
+            f"vhost '{_vhost(broker_uri)}': received '{kind}' but current is ''x-rtopic''")
+        assert_round_trip(conn.channel(), exchange_name, b"still x-rtopic")
+    finally:
+        conn.close()
