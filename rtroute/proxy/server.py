@@ -7,6 +7,12 @@ pumps the bytes both ways. Flow control: when one side's writes back up, the oth
 longer read (TCP pushes back to the sender), so a slow consumer or a blocked broker slows the
 client, as it would without the proxy.
 
+Before its login, a client costs the broker nothing: its broker connection is opened when its
+first bytes arrive, at most :data:`MAX_UNAUTHENTICATED_PER_SOURCE` connections of one source
+address may be short of the broker's ``open-ok`` at a time (the next ones are closed at once,
+counted as ``unauthenticated_per_source`` refusals), and one that has not logged in within
+:data:`HANDSHAKE_TIMEOUT` seconds is closed (RabbitMQ's own ``handshake_timeout``).
+
 A broker the proxy cannot reach (refused, no answer within the URI's ``connection_timeout``
 or 10 s, a certificate that does not verify) refuses the client as RabbitMQ refuses a
 connection during its handshake: ``connection.close`` 541 with the reason, which the proxy logs
@@ -36,6 +42,10 @@ __all__ = ["ProxyFatal", "ProxyServer", "ProxySettings", "run"]
 
 LOG = logging.getLogger(__name__)
 HIGH_WATER = 4 * 1024 * 1024
+# connections of one source address short of the broker's open-ok (a flood of idle sockets
+# would otherwise hold as many broker connections)
+MAX_UNAUTHENTICATED_PER_SOURCE = 64
+HANDSHAKE_TIMEOUT = 10.0  # seconds from accept to open-ok, as RabbitMQ's handshake_timeout
 CONNECT_TIMEOUT = 10.0  # seconds for the broker's TCP (and TLS) handshake, unless the URI says
 
 
@@ -116,16 +126,51 @@ class _ClientProtocol(asyncio.Protocol):
         self._server = server
         self.session: Session | None = None
         self._broker: _BrokerProtocol | None = None
+        self._transport: asyncio.BaseTransport | None = None
+        self._source: str | None = None  # counted as unauthenticated until open-ok
+        self._deadline: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        peer = transport.get_extra_info("peername")
+        source = str(peer[0]) if isinstance(peer, tuple) and peer else ""
+        if not self._server.admit(source):
+            transport.abort()
+            return
+        self._source = source
+        self._transport = transport
         transport.set_write_buffer_limits(HIGH_WATER)  # type: ignore[attr-defined]
         _no_delay(transport)
         self._server.stats.connections += 1
         self.session = Session(self._server.catalog, transport,  # type: ignore[arg-type]
-                               self._server.settings.bcc_alias, self._server.stats.refused)
+                               self._server.settings.bcc_alias, self._server.stats.refused,
+                               on_open=self._authenticated)
         self._server.sessions.add(self.session)
+        self.data_received = self._first_bytes  # type: ignore[method-assign]
+        self._deadline = self._server.loop.call_later(HANDSHAKE_TIMEOUT, self._too_slow)
+
+    def _first_bytes(self, data: bytes) -> None:
+        """The client spoke: its broker connection is opened now, not at accept."""
+        assert self.session is not None and self._transport is not None
         self.data_received = self.session.client_data  # type: ignore[method-assign]
-        asyncio.ensure_future(self._connect_broker(transport))
+        asyncio.ensure_future(self._connect_broker(self._transport))
+        self.session.client_data(data)
+
+    def _authenticated(self) -> None:
+        """The broker accepted the client's login: no longer counted nor timed."""
+        if self._source is not None:
+            self._server.release(self._source)
+            self._source = None
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _too_slow(self) -> None:
+        self._deadline = None
+        if self._source is not None and self.session is not None:
+            LOG.warning("closing a client connection from %s: no login within %g s",
+                        self._source, HANDSHAKE_TIMEOUT)
+            self._server.stats.refused("handshake_timeout")
+            self.session.close()
 
     async def _connect_broker(self, client: asyncio.BaseTransport) -> None:
         server = self._server
@@ -157,6 +202,7 @@ class _ClientProtocol(asyncio.Protocol):
         self.session.client_data(data)  # type: ignore[union-attr]
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._authenticated()  # (or gone before it: no longer counted either way)
         if self.session is not None:
             self._server.sessions.discard(self.session)
             self._server.stats.rewritten_closed += self.session.rewritten
@@ -219,7 +265,32 @@ class ProxyServer:
                                on_wrong_broker=self._fatal)
         self.sessions: set[Session] = set()
         self.stats = ProxyStats()
+        self._unauthenticated: dict[str, int] = {}  # source address -> connections
+        self._over_cap: set[str] = set()  # sources told about in the log
         self._servers: list[asyncio.AbstractServer] = []
+
+    def admit(self, source: str) -> bool:
+        """Whether one more connection from ``source`` may wait for its login (see
+        :data:`MAX_UNAUTHENTICATED_PER_SOURCE`); counted if so (:meth:`release` uncounts it)."""
+        count = self._unauthenticated.get(source, 0)
+        if count >= MAX_UNAUTHENTICATED_PER_SOURCE:
+            self.stats.refused("unauthenticated_per_source")
+            if source not in self._over_cap:  # one line per episode, not per socket
+                self._over_cap.add(source)
+                LOG.warning("closing new client connections from %s at once: %d of its "
+                            "connections have not logged in yet", source, count)
+            return False
+        self._unauthenticated[source] = count + 1
+        return True
+
+    def release(self, source: str) -> None:
+        count = self._unauthenticated.get(source, 0) - 1
+        if count > 0:
+            self._unauthenticated[source] = count
+        else:
+            self._unauthenticated.pop(source, None)
+        if count < MAX_UNAUTHENTICATED_PER_SOURCE // 2:
+            self._over_cap.discard(source)
 
     def _fatal(self, reason: str) -> None:
         if self.fatal_error is None:

@@ -125,12 +125,15 @@ class Session:
         client: the client's transport.
         bcc_alias: the sidecar's BCC alias header, honoured and stripped here too.
         on_refusal: ``on_refusal(kind)`` for each refusal the proxy itself makes (metrics).
+        on_open: called once the broker accepted the client's login (its ``open-ok``).
     """
 
     def __init__(self, catalogs: Catalog, client: asyncio.Transport,
-                 bcc_alias: str, on_refusal: Callable[[str], Any] | None = None) -> None:
+                 bcc_alias: str, on_refusal: Callable[[str], Any] | None = None,
+                 on_open: Callable[[], Any] | None = None) -> None:
         self._catalogs = catalogs
         self._on_refusal = on_refusal
+        self._on_open = on_open
         self._vhost: str | None = None  # the vhost whose catalog this session holds
         self._opened: asyncio.Future[str] | None = None  # the broker's open-ok: its vhost
         self._tuned = False
@@ -416,9 +419,14 @@ class Session:
             out.clear()
             # nothing is started for the client before the broker accepted it: its catalog
             # is taken at the broker's open-ok, and the client is read again once it is ready
-            self._opened = asyncio.get_running_loop().create_future()
-            self._expect(0, _Expected(wire.CONNECTION_OPEN_OK, b"",
-                                      lambda: self._opened.set_result(vhost)))  # type: ignore
+            opened = self._opened = asyncio.get_running_loop().create_future()
+
+            def open_ok() -> None:
+                opened.set_result(vhost)
+                if self._on_open is not None:
+                    self._on_open()
+
+            self._expect(0, _Expected(wire.CONNECTION_OPEN_OK, b"", open_ok))
             self._hold(self._open_catalog)
             return True
         if method == wire.CONNECTION_TUNE_OK:

@@ -4,7 +4,9 @@ than RabbitMQ would read (one frame of at most 4096 bytes before ``tune-ok``, th
 client whose vhost the proxy cannot follow is told so instead of waiting forever."""
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
 import struct
 import time
 import uuid
@@ -14,6 +16,8 @@ from urllib.parse import quote
 import pika
 import pika.exceptions
 import pytest
+
+from rtroute.proxy.server import HANDSHAKE_TIMEOUT, MAX_UNAUTHENTICATED_PER_SOURCE
 
 from ..conftest import BROKER_URI, broker_uri_for, wait_for
 from .raw_client import PROTOCOL_HEADER, RawClient, connection_open, method, start_ok, tune_ok
@@ -159,3 +163,56 @@ def test_a_vhost_the_proxy_user_cannot_open_is_an_error_not_a_hang(proxies, vhos
         assert "cannot follow the x-rtopic exchanges of vhost" in proxy.log_path.read_text()
     finally:
         mgmt.request("DELETE", f"users/{user}")
+
+
+def _broker_sockets(pid: int, broker_port: int) -> int:
+    """How many established TCP connections process ``pid`` has to ``broker_port``."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            remote_port = int(fields[2].rsplit(":", 1)[1], 16)
+            count += remote_port == broker_port and fields[3] == "01" and fields[9] in inodes
+    return count
+
+
+def _closed_by_peer(sock: socket.socket) -> bool:
+    sock.setblocking(False)
+    try:
+        return sock.recv(1) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+
+
+def test_idle_sockets_cost_the_broker_nothing_and_are_capped_per_source(proxies):
+    # before: each accepted socket opened a broker connection before a byte arrived, with no
+    # cap (2,000 idle sockets exhausted a node with 1,024 file descriptors)
+    proxy = proxies()
+    pid, port = proxy.proc.pid, _PARSED.port
+    wait_for(lambda: _broker_sockets(pid, port) >= 1, timeout=20)  # the catalog's own
+    baseline = _broker_sockets(pid, port)
+    extra = 36
+    idle = [socket.create_connection(("127.0.0.1", proxy.port))
+            for _ in range(MAX_UNAUTHENTICATED_PER_SOURCE + extra)]
+    try:
+        # those beyond the cap are closed at once; the others wait, holding nothing upstream
+        wait_for(lambda: sum(map(_closed_by_peer, idle)) == extra, timeout=10)
+        assert _broker_sockets(pid, port) == baseline
+        assert "have not logged in yet" in proxy.log_path.read_text()
+        # and each of them is closed once its login is overdue, as RabbitMQ closes it
+        wait_for(lambda: all(map(_closed_by_peer, idle)), timeout=HANDSHAKE_TIMEOUT + 10)
+    finally:
+        for sock in idle:
+            sock.close()
+    # the source is served again once they are gone
+    conn = pika.BlockingConnection(pika.URLParameters(proxy.uri))
+    conn.close()
+    wait_for(lambda: _broker_sockets(pid, port) == baseline, timeout=10)
