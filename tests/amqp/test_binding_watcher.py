@@ -396,3 +396,26 @@ def test_quick_start_stop_cycles_leave_no_event_queue_behind(ioloop, channel, na
     assert recorder.ready.wait(10)
     assert len(queues_owned_by(runner.connection_name)) == 1  # the one watcher still running
     assert runner.losses == []
+
+
+def test_a_cancelled_event_consumer_is_replaced_and_what_was_missed_is_listed(
+        ioloop, channel, names, mgmt, until):
+    # before: nothing resubscribed; changes waited for the next fallback relist
+    exchange, q1, q2 = names.exchange(), names.queue(), names.queue()
+    channel.exchange_declare(exchange, "direct")
+    for queue in (q1, q2):
+        channel.queue_declare(queue, durable=True)
+    channel.queue_bind(q1, exchange, "k1")
+    events_before = {b.destination for b in mgmt.exchange_bindings("amq.rabbitmq.event", "/")}
+    recorder = Recorder()
+    runner, watcher = watch(ioloop, recorder, exchange, mgmt, relist_interval=300,
+                            retry_delay=0.2)
+    ours = {b.destination for b in mgmt.exchange_bindings("amq.rabbitmq.event", "/")} \
+        - events_before
+    assert len(ours) == 1, ours
+    broker_ctl("delete_queue", ours.pop())  # the broker cancels its consumer
+    channel.queue_bind(q2, exchange, "k2")  # made while no consumer listens
+    until(lambda: Binding(q2, "queue", "k2") in known(runner, watcher), timeout=10)
+    channel.queue_bind(q1, exchange, "k3")  # and events flow again
+    until(lambda: Binding(q1, "queue", "k3") in recorder.added, timeout=10)
+    assert watcher.listings >= 2

@@ -30,6 +30,7 @@ class PlayedChannel:
         self.awaiting: list[tuple[Any, Callable[[Any], Any]]] = []  # replies due, with callbacks
         self.binds: list[tuple[str, str, str]] = []
         self.consumers: list[Callable[..., Any]] = []
+        self.on_cancel: list[Callable[[Any], Any]] = []
 
     @property
     def is_open(self) -> bool:
@@ -48,6 +49,9 @@ class PlayedChannel:
 
     def add_on_close_callback(self, callback: Callable[[Any, Exception], Any]) -> None:
         self._on_close.append(callback)
+
+    def add_on_cancel_callback(self, callback: Callable[[Any], Any]) -> None:
+        self.on_cancel.append(callback)  # the broker's basic.cancel (a test may play one)
 
     def queue_declare(self, queue: str, exclusive: bool = False, auto_delete: bool = False,
                       callback: Callable[[Any], Any] | None = None) -> None:
