@@ -177,15 +177,11 @@ class LocalCluster:
 
 
 @contextmanager
-def node_in_tempdir(make: Callable[[Path], LocalNode], prefix: str,
-                    stop_leftover: bool = False) -> Iterator[LocalNode]:
+def node_in_tempdir(make: Callable[[Path], LocalNode], prefix: str) -> Iterator[LocalNode]:
     """``make(base)``'s node, started in a new temporary directory ``base``; stopped and its
-    directory removed at the end. ``stop_leftover``: stop a node of the same name first (one
-    with a fixed name may be left by an interrupted run)."""
+    directory removed at the end."""
     base = Path(tempfile.mkdtemp(prefix=prefix))
     node = make(base)
-    if stop_leftover:
-        node.stop()
     node.start()
     try:
         yield node

@@ -14,6 +14,7 @@ import pytest
 
 from rtroute.amqp import ConfirmWindow, ManagementClient, NotFound, connect_blocking
 from rtroute.config import loads
+from rtroute.netaddr import free_port
 from rtroute.shovel.config import ShovelConfig
 from rtroute.shovel.status import ShovelState
 from rtroute.shovel.worker import ShovelWorker
@@ -21,23 +22,21 @@ from rtroute.shovel.worker import ShovelWorker
 from ..broker_nodes import LocalNode, node_in_tempdir, rabbitmq_installed
 from ..conftest import BROKER_URI, wait_for
 
-NODE2 = "rtroute-test-2@localhost"
-NODE2_PORT = 5682
-NODE2_TLS_PORT = 5683
-
-
 # ------------------------------------------------------------------------------ second node
 
 
 class Node(LocalNode):
     """The second broker: a node of our own (see :class:`tests.broker_nodes.LocalNode`) with a
-    plain listener and a TLS one that asks for a client certificate."""
+    plain listener and a TLS one that asks for a client certificate. Its name and ports are
+    its own (free ports), so that test runs against several brokers may go on at once."""
 
     def __init__(self, base: Path) -> None:
         self.tls = base / "tls"
+        self.tls_port = free_port()
         _make_certificates(self.tls)
-        super().__init__(base, NODE2, NODE2_PORT, 25682, config=(
-            f"listeners.ssl.default = 127.0.0.1:{NODE2_TLS_PORT}\n"
+        super().__init__(base, f"rtroute-test-2-{uuid.uuid4().hex[:8]}@localhost", free_port(),
+                         free_port(), config=(
+            f"listeners.ssl.default = 127.0.0.1:{self.tls_port}\n"
             f"ssl_options.cacertfile = {self.tls / 'ca.pem'}\n"
             f"ssl_options.certfile = {self.tls / 'server.pem'}\n"
             f"ssl_options.keyfile = {self.tls / 'server.key'}\n"
@@ -46,7 +45,7 @@ class Node(LocalNode):
 
     def tls_uri(self, ca: str = "ca.pem", verify: str = "verify_peer") -> str:
         """An amqps URI with the client certificate, checking the server against ``ca``."""
-        return (f"amqps://guest:guest@localhost:{NODE2_TLS_PORT}/%2F?"
+        return (f"amqps://guest:guest@localhost:{self.tls_port}/%2F?"
                 f"cacertfile={self.tls / ca}&certfile={self.tls / 'client.pem'}"
                 f"&keyfile={self.tls / 'client.key'}&verify={verify}"
                 "&fail_if_no_peer_cert=true&server_name_indication=localhost")
@@ -73,10 +72,10 @@ def _make_certificates(out: Path) -> None:
 
 @pytest.fixture(scope="session")
 def node2(broker_uri: str) -> Iterator[Node]:
-    """A second broker on 127.0.0.1:5682 (TLS on 5683), for the whole session."""
+    """A second broker on 127.0.0.1 (plain and TLS, free ports), for the whole session."""
     if not rabbitmq_installed() or shutil.which("openssl") is None:
         pytest.skip("rabbitmq-server or openssl not installed")
-    with node_in_tempdir(Node, "rtroute-node2-", stop_leftover=True) as node:
+    with node_in_tempdir(Node, "rtroute-node2-") as node:
         yield node
 
 

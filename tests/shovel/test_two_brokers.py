@@ -49,7 +49,8 @@ def test_amqps_with_client_certificate_and_server_name_indication(node2, names, 
     worker = shovels.start(toml_shovel("tls", LOCAL, node2.tls_uri(),
                                        f'queue = "{src}"\ndest-queue = "{dst}"'))
     wait_state(worker, ShovelState.RUNNING)
-    assert worker.status.current_destination.startswith("amqps://guest:***@localhost:5683")
+    assert worker.status.current_destination.startswith(
+        f"amqps://guest:***@localhost:{node2.tls_port}")
     publish(LOCAL, src, 50, body=lambda i: str(i).encode() + b"." * 20_000)
     wait_depth(node2.uri, dst, 50)
     assert len(drain(node2.uri, dst)) == 50
@@ -79,7 +80,7 @@ def test_a_broker_list_whose_first_broker_is_down(node2, names, shovels):
     wait_state(worker, ShovelState.RUNNING, timeout=10)
     assert [s.value for s, _r, _t in worker.status.history] == ["starting", "running"]
     assert worker.status.current_source == broker_uri_for(credentials="guest:***")
-    assert worker.status.current_destination == "amqp://guest:***@127.0.0.1:5682/%2F"
+    assert worker.status.current_destination == f"amqp://guest:***@127.0.0.1:{node2.amqp_port}/%2F"
     publish(LOCAL, src, 10)
     wait_depth(node2.uri, dst, 10)
 
