@@ -12,7 +12,7 @@
 #         (Hypothesis' "ci" profile, tests/hypothesis_profiles.py), CLI, Spark, the 3-node
 #         cluster tests (nodes of their own) -- once, since no broker changes them. Those
 #         marked island (a RabbitMQ or Spark cluster of their own, mostly waiting on it) run
-#         in a second pytest beside the others: the leg's wall time is the longer of the two;
+#         in a second pytest beside the others (leg unit-islands);
 #   4.3   the whole broker tier (pytest -m broker) against RabbitMQ 4.3.x, the newest broker
 #         claimed and the one the x-rtopic plugin cannot run on: node rabbit43@localhost of
 #         scripts/start-rabbitmq4.sh 4.3 (127.0.0.1:5674, management 15674);
@@ -20,7 +20,8 @@
 #         test of a loss or security property, every test whose rule differs by version, one
 #         end-to-end test per component; see tests/conftest.py) against RabbitMQ 4.0.x, node
 #         rabbit4@localhost of scripts/start-rabbitmq4.sh (127.0.0.1:5673, management 15673);
-#   3.10  the same every_broker tests against the host's RabbitMQ 3.x (127.0.0.1:5672).
+#   3.10  the same every_broker tests against the host's RabbitMQ 3.x (127.0.0.1:5672), at the
+#         same time as the 4.0 leg when both run (the output of 4.0 follows that of 3.10).
 # Each broker leg reaches its broker through RTROUTE_TEST_URI, RTROUTE_TEST_MANAGEMENT_URI and
 # RTROUTE_TEST_RABBITMQCTL (see tests/conftest.py).
 #
@@ -137,9 +138,37 @@ run_leg() {
     esac
 }
 
-# broker_leg SERIES MARKER: a leg against the 4.x node of that series, once it is up
+# start_leg NAME MARKER [ENV=VALUE...]: run_leg's pytest, in the background (its output in
+# .test-logs/leg-NAME.log), for a leg that runs beside another; finish_leg NAME waits for it
+declare -A leg_pid=() leg_started=() leg_marker=()
+start_leg() {
+    local name=$1 marker=$2
+    shift 2
+    leg_started[$name]=$(date +%s) leg_marker[$name]=$marker
+    env RTROUTE_HYPOTHESIS="${RTROUTE_HYPOTHESIS:-ci}" "$@" \
+        .venv/bin/python -m pytest -m "$marker" --durations=20 --durations-min=3 \
+        -p no:cacheprovider ${pytest_args[@]+"${pytest_args[@]}"} >".test-logs/leg-$name.log" 2>&1 &
+    leg_pid[$name]=$!
+}
+finish_leg() {
+    local name=$1 rc=0
+    wait "${leg_pid[$name]}" || rc=$?
+    say "leg $name (it ran beside another, its output follows): pytest -m \"${leg_marker[$name]}\""
+    cat ".test-logs/leg-$name.log"
+    times+=("leg $name: $(($(date +%s) - leg_started[$name])) s, beside another (pytest status $rc)")
+    case $rc in
+        0) ;;
+        5) say "leg $name: no test among the selected ones" ;;
+        *) status=$rc ;;
+    esac
+}
+
+# broker_leg SERIES MARKER [beside] [ENV=VALUE...]: a leg against the 4.x node of that series,
+# once it is up (beside: in the background, see start_leg)
 broker_leg() {
-    local series=$1 marker=$2 started=0 port mgmt ctl
+    local series=$1 marker=$2 started=0 port mgmt ctl mode=run_leg
+    shift 2
+    if [ "${1:-}" = beside ]; then mode=start_leg; shift; fi
     wait "${node_pid[$series]}" || started=$?
     sed 's/^/  /' ".test-logs/start-rabbitmq-$series.log"
     case $series in
@@ -149,10 +178,10 @@ broker_leg() {
     [ "$(id -u)" = 0 ] || ctl="sudo -n $ctl"
     case $started in
         0)
-            run_leg "$series" "$marker" \
+            "$mode" "$series" "$marker" \
                 RTROUTE_TEST_URI="amqp://guest:guest@127.0.0.1:$port/%2F" \
                 RTROUTE_TEST_MANAGEMENT_URI="http://127.0.0.1:$mgmt/" \
-                RTROUTE_TEST_RABBITMQCTL="$ctl"
+                RTROUTE_TEST_RABBITMQCTL="$ctl" "$@"
             ;;
         5)
             say "FAILED: scripts/start-rabbitmq4.sh $series met a transient failure (apt's lock" \
@@ -182,24 +211,27 @@ if wants quick; then
         -- "${quick_paths[@]}"
 fi
 if wants unit; then
-    # the islands in the background, their output kept until the rest is done
-    island_started=$(date +%s)   # (run_leg restarts SECONDS)
-    env RTROUTE_HYPOTHESIS="${RTROUTE_HYPOTHESIS:-ci}" .venv/bin/python -m pytest \
-        -m "$(marker_for "not broker and island")" --durations=20 --durations-min=3 \
-        -p no:cacheprovider ${pytest_args[@]+"${pytest_args[@]}"} \
-        >.test-logs/unit-islands.log 2>&1 &
-    island_pid=$!
+    start_leg unit-islands "$(marker_for "not broker and island")"
     run_leg unit "$(marker_for "not broker and not island")"
-    island_rc=0
-    wait "$island_pid" || island_rc=$?
-    say "leg unit, its islands: pytest -m \"$(marker_for "not broker and island")\""
-    cat .test-logs/unit-islands.log
-    times+=("leg unit, its islands beside it: $(($(date +%s) - island_started)) s since both started (pytest status $island_rc)")
-    case $island_rc in 0|5) ;; *) status=$island_rc ;; esac
+    finish_leg unit-islands
 fi
 if wants 4.3; then broker_leg 4.3 "$(marker_for broker)"; fi
-if wants 4.0; then broker_leg 4.0 "$(marker_for "broker and every_broker")"; fi
-if wants 3.10; then run_leg 3.10 "$(marker_for "broker and every_broker")"; fi
+# The 4.0 and 3.10 legs run at once (different brokers; each test's names, ports and nodes of
+# its own). A test that needs another broker's management API is given the 4.3 node's, which
+# neither leg restarts, when it answers; else they run one after the other.
+together=()
+if wants 4.0 && wants 3.10 && curl -fsS --max-time 3 -u guest:guest \
+        http://127.0.0.1:15674/api/overview 2>/dev/null | grep -q '"rabbitmq_version":"4'; then
+    together=(RTROUTE_TEST_OTHER_MANAGEMENT_URI=http://guest:guest@127.0.0.1:15674/)
+fi
+if wants 4.0; then
+    broker_leg 4.0 "$(marker_for "broker and every_broker")" \
+        ${together[@]+beside "${together[@]}"}
+fi
+if wants 3.10; then
+    run_leg 3.10 "$(marker_for "broker and every_broker")" ${together[@]+"${together[@]}"}
+fi
+if [ -n "${leg_pid[4.0]:-}" ]; then finish_leg 4.0; fi
 
 say "wall time of each part:"
 for line in "${times[@]}"; do say "  $line"; done
