@@ -139,6 +139,9 @@ class VhostCatalog:
         self.by_bindings: dict[bytes, RTopic] = {}     # NAME.bindings -> exchange
         self.ready = asyncio.Event()
         self.failure: str | None = None  # why the catalog cannot start (loop thread)
+        # (loop thread) why its broker connection is down right now (None: it is up); while
+        # it is down, changes made in the broker are not followed
+        self.disconnected: str | None = "not connected yet"
         self._failed = asyncio.Event()
         self._registrations: set[str] = set()  # names registered in the broker (loop thread)
         self._validating = 0  # registrations being checked (loop thread)
@@ -202,7 +205,11 @@ class VhostCatalog:
         last = self.last_error
         return f"not ready after {timeout:g} s" + (f" (last error: {last})" if last else "")
 
+    def _connection_state(self, reason: str | None) -> None:
+        self.disconnected = reason
+
     def _on_failure(self, reason: str) -> None:
+        self.disconnected = reason
         if self.ready.is_set():
             return
         # a refusal (login, vhost access, permission) will not pass by waiting
@@ -379,6 +386,7 @@ class VhostCatalog:
         # this checks it first; the loop's check makes a mismatch fatal at once)
         self._management.expect_broker(identity_from_server_properties(properties),
                                        self._masked_uri, "--management-uri")
+        self._to_loop(self._connection_state, None)
         self._to_loop(self._verify_broker)
         version = (properties or {}).get("version")
         if isinstance(version, bytes):

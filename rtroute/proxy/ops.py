@@ -8,7 +8,8 @@ only that thread reads them. A request hops into the loop and waits at most
 :data:`LOOP_TIMEOUT` seconds for its answer.
 
 ``/readyz`` is 200 when the AMQP listeners are open and the catalog of the proxy's own vhost
-(the ``--uri``'s) knows the x-rtopic exchanges; else 503 with ``{"healthy": false, "reason":
+(the ``--uri``'s) knows the x-rtopic exchanges and has its broker connection (without it,
+changes made in the broker are not followed); else 503 with ``{"healthy": false, "reason":
 ...}``. ``/livez`` is 200 while the process serves HTTP (restart a hung process, never one that
 waits for its broker).
 
@@ -128,7 +129,12 @@ def _readiness(server: ProxyServer, listening: bool) -> str | None:
     if catalog is None:
         return f"no catalog of vhost {vhost!r}"
     if catalog.ready.is_set():
-        return None
+        if catalog.disconnected is None:
+            return None
+        # what it knows may be going stale: changes made meanwhile are not followed
+        text = (f"the catalog of vhost {vhost!r} lost its broker connection: "
+                f"{catalog.disconnected}")
+        return text if len(text) <= MAX_REASON else text[:MAX_REASON - 3] + "..."
     reason = catalog.failure or catalog.last_error
     text = f"the catalog of vhost {vhost!r} is not ready" + (f": {reason}" if reason else "")
     return text if len(text) <= MAX_REASON else text[:MAX_REASON - 3] + "..."

@@ -88,7 +88,13 @@ class Relay:
                     pass
 
     def close(self) -> None:
+        """Stops relaying: its connections end (a shutdown first: a close alone would leave
+        them open while a pump thread still reads)."""
         for sock in self._sockets:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # the listener, or one already shut
             sock.close()
 
 
@@ -157,6 +163,27 @@ def test_readyz_is_503_with_the_reason_while_the_broker_is_down_then_200_quietly
         wait_for(lambda: http_get(http, "/readyz")[0] == 200, timeout=30)
     finally:
         relay.close()
+
+
+def test_readyz_is_503_while_the_catalog_has_lost_its_broker_connection(proxies):
+    # before: 200 through a broker outage, while every new client got 541
+    http, broker_port = free_port(), free_port()
+    relay = Relay(broker_port)
+    proxy = proxies("--http", f"127.0.0.1:{http}", broker=broker_uri_on(broker_port))
+    try:
+        wait_for(lambda: http_get(http, "/readyz")[0] == 200, timeout=30)
+    finally:
+        relay.close()  # the broker goes away
+    wait_for(lambda: http_get(http, "/readyz")[0] == 503, timeout=10)
+    reason = json.loads(http_get(http, "/readyz")[1])["reason"]
+    assert "lost its broker connection" in reason, reason
+    assert metric(http_get(http, "/metrics")[1], "rtroute_proxy_ready") == 0
+    relay = Relay(broker_port)  # and comes back
+    try:
+        wait_for(lambda: http_get(http, "/readyz")[0] == 200, timeout=30)
+    finally:
+        relay.close()
+    assert "Traceback" not in proxy.log_path.read_text()
 
 
 def run_proxy(*args: str) -> subprocess.CompletedProcess:
