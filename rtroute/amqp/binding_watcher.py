@@ -231,9 +231,16 @@ class BindingWatcher:
         if channel is not self._channel:  # stopped, or started again, while it opened
             channel.close()
             return
-        # the broker cancels the consumer when its queue goes (deleted by an operator, its
-        # node restarted): then nothing would arrive, silently
-        channel.add_on_cancel_callback(functools.partial(self._on_consumer_cancelled, channel))
+        def cancelled(_frame: Any) -> None:
+            # the broker cancels the consumer when its queue goes (deleted by an operator, its
+            # node restarted): nothing would arrive, silently. The channel is closed instead,
+            # and, as for any lost event channel, the watcher subscribes again and lists
+            if channel is self._channel and channel.is_open:
+                LOGGER.warning("binding watcher for %s: the broker cancelled the event consumer "
+                               "(its queue was deleted?); resubscribing", self.exchange)
+                channel.close()
+
+        channel.add_on_cancel_callback(cancelled)
         # no callbacks (nowait) but the last: a failed bind closes the channel all the same
         channel.queue_declare("", exclusive=True, auto_delete=True)
         for key in EVENT_KEYS:
@@ -246,15 +253,6 @@ class BindingWatcher:
             return
         self._events = True
         self._start_listing()  # only now: every later change has an event queued for us
-
-    def _on_consumer_cancelled(self, channel: Any, _frame: Any) -> None:
-        """The broker cancelled the event consumer: events stop here, so the channel is
-        closed and, as for any lost event channel, the watcher subscribes again and lists."""
-        if channel is not self._channel or not channel.is_open:
-            return
-        LOGGER.warning("binding watcher for %s: the broker cancelled the event consumer (its "
-                       "queue was deleted?); resubscribing", self.exchange)
-        channel.close()
 
     def _on_channel_closed(self, channel: Any, reason: Exception) -> None:
         if channel is not self._channel:
