@@ -9,11 +9,9 @@ import signal
 import textwrap
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from rtroute.config import ConfigError, load, loads, loads_divert
-from rtroute.config_json_lines import JSON_PARSE_DEPTH, _nests_deeper_than, parse_json
+from rtroute.config_json_lines import JSON_PARSE_DEPTH, parse_json
 from rtroute.config_lines import (
     MAX_CONFIG_BYTES,
     MAX_DEPTH,
@@ -23,8 +21,6 @@ from rtroute.config_lines import (
 )
 from rtroute.shovel.erlang_terms import ErlangSyntaxError, parse
 from rtroute.shovel.importers import from_definitions, from_erlang_config
-
-from ..hypothesis_profiles import examples
 
 #: cases whose linear run takes over a second here (1.2 s on 2 idle cores): a deadline with
 #: room for a loaded CI machine, still far below their quadratic run (200,000 strings joined
@@ -199,37 +195,6 @@ def test_a_document_json_parses_is_still_refused_past_the_depth_every_python_ref
         parse_json('{\n"x":\n [' + deep + "]}", "deep.json")
     assert str(info.value).startswith("deep.json:3: ")
     assert f"more than {JSON_PARSE_DEPTH}" in info.value.message
-
-
-def _depth(value):   # the obviously correct reference
-    if isinstance(value, dict):
-        return 1 + max(map(_depth, value.values()), default=0)
-    if isinstance(value, list):
-        return 1 + max(map(_depth, value), default=0)
-    return 0
-
-
-_BRACKETY_TEXT = st.text(alphabet='[]{}"\\ab\n\u00e9', max_size=6)
-_JSON_VALUES = st.recursive(
-    st.one_of(st.none(), st.integers(), _BRACKETY_TEXT),
-    lambda children: st.one_of(st.lists(children, max_size=3),
-                               st.dictionaries(_BRACKETY_TEXT, children, max_size=3)),
-    max_leaves=40,
-)
-
-
-@settings(max_examples=examples(400), deadline=None)
-@given(value=_JSON_VALUES, ascii_only=st.booleans(), limit=st.integers(0, 20))
-def test_the_depth_test_agrees_with_a_walk_of_the_parsed_value(value, ascii_only, limit):
-    text = json.dumps(value, ensure_ascii=ascii_only)
-    assert _nests_deeper_than(text, limit) == (_depth(value) > limit)
-
-
-@pytest.mark.parametrize("depth", [15, 16, 17, 40, 600])
-def test_the_depth_test_walks_what_sixteen_passes_leave(depth):
-    text = "[" * depth + '"]]"' + "]" * depth
-    for limit in (depth - 1, depth, depth + 1):
-        assert _nests_deeper_than(text, limit) == (depth > limit)
 
 
 def test_a_shovel_parameter_nested_beyond_the_limit_is_refused_with_its_line():
