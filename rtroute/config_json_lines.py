@@ -34,6 +34,7 @@ __all__ = ["json_source_map", "parse_json"]
 #: a document is refused at the same depth whichever Python reads it.
 JSON_PARSE_DEPTH = 512
 
+
 class _JsonScanner:
     """Records key and element lines of a JSON document that ``json`` already accepted."""
 
@@ -151,9 +152,9 @@ def _nests_deeper_than(text: str, limit: int) -> bool:
 
     At C speed but for a pathological document: fewer brackets than ``limit`` cannot; else
     escapes are dropped, then everything but brackets and quotes, then what is quoted (the
-    strings' brackets), and each pass of a regex drops the innermost pairs: as many passes as the depth (a
-    handful in a real document) leave nothing. A document still nested after 16 passes is
-    walked bracket by bracket.
+    strings' brackets), and each pass of a regex drops the innermost pairs: as many passes as
+    the depth (a handful in a real document) leave nothing. A document still nested after 16
+    passes is walked bracket by bracket.
     """
     if text.count("[") + text.count("{") <= limit:
         return False

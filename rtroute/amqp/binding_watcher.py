@@ -231,6 +231,7 @@ class BindingWatcher:
         if channel is not self._channel:  # stopped, or started again, while it opened
             channel.close()
             return
+
         def cancelled(_frame: Any) -> None:
             # the broker cancels the consumer when its queue goes (deleted by an operator, its
             # node restarted): nothing would arrive, silently. The channel is closed instead,

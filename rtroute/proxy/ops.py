@@ -134,9 +134,9 @@ def _readiness(server: ProxyServer, listening: bool) -> str | None:
         # what it knows may be going stale: changes made meanwhile are not followed
         text = (f"the catalog of vhost {vhost!r} lost its broker connection: "
                 f"{catalog.disconnected}")
-        return text if len(text) <= MAX_REASON else text[:MAX_REASON - 3] + "..."
-    reason = catalog.failure or catalog.last_error
-    text = f"the catalog of vhost {vhost!r} is not ready" + (f": {reason}" if reason else "")
+    else:
+        reason = catalog.failure or catalog.last_error
+        text = f"the catalog of vhost {vhost!r} is not ready" + (f": {reason}" if reason else "")
     return text if len(text) <= MAX_REASON else text[:MAX_REASON - 3] + "..."
 
 

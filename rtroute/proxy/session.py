@@ -773,14 +773,14 @@ def _close_text(channel: int, frame: bytes, edit: Callable[[bytes], bytes]) -> b
                              wire.shortstr(edit(text)[:255]) + payload[after:])
 
 
+_INEQUIVALENT_TYPE = b"PRECONDITION_FAILED - inequivalent arg 'type' for exchange '"
+
+
 def _inequivalent_type(frame: bytes, exchange: bytes) -> bool:
     """Whether the ``channel.close`` ``frame`` refuses a declaration of ``exchange`` because
     the exchange exists with another type."""
     text = wire.short(frame[7:-1], 6)[0]
     return text.startswith(_INEQUIVALENT_TYPE + exchange + b"' in vhost ")
-
-
-_INEQUIVALENT_TYPE = b"PRECONDITION_FAILED - inequivalent arg 'type' for exchange '"
 
 
 def _rtopic_type_in_close(channel: int, frame: bytes, exchanges: dict[bytes, RTopic]) -> bytes:
