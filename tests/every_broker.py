@@ -33,6 +33,7 @@ EVERY_BROKER: dict[str, str] = {
     "tests/proxy/test_loss_and_interception.py": "loss, security",
     "tests/proxy/test_own_user.py": "security: the proxy's own user needs exactly what docs/proxy.md gives",
     "tests/proxy/test_proxy_failure.py": "loss: kill -9 of the proxy; another broker's management API",
+    "tests/proxy/test_two_proxies.py": "loss: bind-ok through one proxy, a publish through another",
     "tests/sidecar/test_quorum_ingress.py": "loss: quorum delivery limit (4.3 counts rejects only)",
     "tests/sidecar/test_unroutable.py": "loss: unroutable messages",
     "tests/sidecar/test_large_match_set_delivery.py": "loss: match sets beyond one frame",
@@ -79,6 +80,8 @@ EVERY_BROKER: dict[str, str] = {
         "security",
     # -- version -----------------------------------------------------------------------------
     "tests/proxy/test_plugin_parity.py": "version: the plugin's behaviour per version",
+    "tests/proxy/test_permission_parity.py": "security, version: the plugin's permissions "
+                                             "and the broker's refusal texts per version",
     "tests/proxy/test_plugin_behaviour.py": "version",
     "tests/proxy/test_inequivalent_declare.py": "version: the broker's error texts",
     "tests/amqp/test_binding_watcher.py": "version: binding events (Khepri on 4.3)",

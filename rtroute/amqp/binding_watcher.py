@@ -45,14 +45,13 @@ import re
 import threading
 from typing import Any, Callable, NamedTuple
 
+from rtroute.amqp.event_feed import EVENT_EXCHANGE, EVENT_KEYS, EventFeed
 from rtroute.amqp.management import BindingInfo, ManagementClient, ManagementError, NotFound
 
 __all__ = ["Binding", "BindingWatcher", "WatcherState"]
 
 LOGGER = logging.getLogger(__name__)
 
-EVENT_EXCHANGE = "amq.rabbitmq.event"
-EVENT_KEYS = ("binding.*", "queue.deleted", "exchange.deleted")
 
 
 class Binding(NamedTuple):
@@ -96,6 +95,9 @@ class BindingWatcher:
         poll_interval: seconds between listings when there is no event exchange.
         use_events: False to poll only.
         retry_delay: seconds before retrying a failed listing or a lost event channel.
+        feed: an :class:`~rtroute.amqp.event_feed.EventFeed` shared with other watchers of the
+            same connection (its owner starts it on each connection before the watchers):
+            no channel and no event queue of the watcher's own.
 
     Callbacks run in the ioloop thread; an exception in one is logged and ignored. Call
     :meth:`start`, :meth:`stop`, :meth:`relist_soon` and read :attr:`bindings` in that thread too
@@ -107,6 +109,10 @@ class BindingWatcher:
                                  on_key_add=trie.add, on_key_remove=trie.remove,
                                  on_ready=start_consuming)
         ReconnectingConnection(uri, on_ready=lambda conn, ch, q: watcher.start(conn)).run()
+
+    Size: one state machine (subscribe, list, buffer, follow, re-list) whose events come from
+    its own channel or from a shared feed through the same few entry points; splitting it
+    would split the gap-free rule across classes.
     """
 
     def __init__(
@@ -123,6 +129,7 @@ class BindingWatcher:
         poll_interval: float = 5.0,
         use_events: bool = True,
         retry_delay: float = 2.0,
+        feed: EventFeed | None = None,
     ) -> None:
         self.exchange = exchange
         self.vhost = vhost
@@ -136,6 +143,7 @@ class BindingWatcher:
         self.poll_interval = poll_interval
         self.retry_delay = retry_delay
         self._use_events = use_events
+        self._feed = feed
         self._entries: set[_Entry] = set()
         self._binding_counts: dict[Binding, int] = {}
         self._key_counts: dict[str, int] = {}
@@ -192,7 +200,10 @@ class BindingWatcher:
         self._connection = connection
         self._exact = False  # events were missed while detached: the next listing is the truth
         self.state = WatcherState.STARTING
-        if self._use_events:
+        if self._feed is not None:
+            self._events = False
+            self._feed.attach(self)  # lists once the feed is subscribed (at once if it is)
+        elif self._use_events:
             channel = connection.channel(on_open_callback=self._on_channel_open)
             channel.add_on_close_callback(self._on_channel_closed)
             self._channel = channel
@@ -208,6 +219,8 @@ class BindingWatcher:
         self._listing_running = False
         self._cancel_timer()
         self._release_channel()
+        if self._feed is not None:
+            self._feed.detach(self)
 
     def relist_soon(self, delay: float = 0.5) -> None:
         """Re-list within ``delay`` seconds (after a running listing, if any)."""
@@ -293,7 +306,42 @@ class BindingWatcher:
     def _on_event(self, channel: Any, method: Any, properties: Any, _body: bytes) -> None:
         if channel is not self._channel:  # a delivery on a channel the watcher let go
             return
-        event = self._parse_event(method.routing_key, properties.headers or {})
+        self._feed_event(method.routing_key, properties.headers or {})
+
+    # -- a shared event feed (rtroute.amqp.event_feed): the feed calls these ---------------------
+
+    def _feed_subscribed(self) -> None:
+        """The feed's consumer is attached: every later change has an event queued."""
+        if self.state in (WatcherState.STOPPED, WatcherState.DETACHED):
+            return
+        self._events = True
+        self._start_listing()
+
+    def _feed_absent(self) -> None:
+        """The vhost has no event exchange: poll."""
+        if self.state in (WatcherState.STOPPED, WatcherState.DETACHED):
+            return
+        self._events = False
+        self._start_listing()
+
+    def _feed_lost(self, reason: str) -> None:
+        """The feed's channel is gone: events are being missed until it subscribed again
+        (then :meth:`_feed_subscribed` lists)."""
+        self._exact = False
+        self._events = False
+        if self.state is WatcherState.STOPPED:
+            return
+        self.last_error = reason
+        self._listing_generation += 1  # a listing still running is void
+        self._listing_running = False
+        self._buffer = None
+        self._cancel_timer()
+        connection = self._connection
+        self.state = WatcherState.STARTING if connection is not None and connection.is_open \
+            else WatcherState.DETACHED
+
+    def _feed_event(self, kind: str, headers: dict[str, Any]) -> None:
+        event = self._parse_event(kind, headers)
         if event is None:
             return
         self.events_received += 1

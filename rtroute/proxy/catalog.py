@@ -37,9 +37,11 @@ from typing import Any, Callable
 from rtroute.amqp.binding_watcher import Binding, BindingWatcher
 from rtroute.amqp.broker_identity import identity_from_server_properties
 from rtroute.amqp.connection import ReconnectingConnection
+from rtroute.amqp.event_feed import EventFeed
 from rtroute.amqp.field_table import encode_table
 from rtroute.amqp.management import ManagementClient, NotFound, WrongBroker
-from rtroute.amqp.uri import mask_uri
+from rtroute.amqp.uri import mask_uri, parse_uri
+from rtroute.proxy.sync import SYNC_EXCHANGE, ProxySync
 from rtroute.routing.delivery_plan import bindings_exchange_type
 from rtroute.routing.exchange_router import ExchangeRouter
 from rtroute.sidecar.layout import LAYOUT_ARGUMENT
@@ -152,17 +154,27 @@ class VhostCatalog:
         self.bindings_type = "topic"
         self._watchers: dict[str, BindingWatcher] = {}  # pika thread only
         self._pika_connection: Any = None
+        # one event subscription for all the catalog's watchers (not one per exchange)
+        self._feed = EventFeed(f"proxy catalog of vhost {vhost!r}")
         self._registry = BindingWatcher(
             REGISTRY_EXCHANGE, management, vhost=vhost,
             on_add=lambda b: self._registered(b, True),
             on_remove=lambda b: self._registered(b, False),
-            on_ready=lambda: self._to_loop(self._on_registry_ready), relist_interval=30.0)
+            on_ready=lambda: self._to_loop(self._on_registry_ready), relist_interval=30.0,
+            feed=self._feed)
         self._connection = ReconnectingConnection(
             uri, on_ready=self._on_connected, on_lost=self._on_lost,
             declarations=[{"method": "exchange.declare", "exchange": REGISTRY_EXCHANGE,
-                           "type": "direct", "durable": True, "internal": True}],
+                           "type": "direct", "durable": True, "internal": True},
+                          {"method": "exchange.declare", "exchange": SYNC_EXCHANGE,
+                           "type": "direct", "durable": True}],
             connection_name=f"rtroute proxy catalog {vhost}",
             parameters={"virtual_host": vhost})
+        # bind-ok through this proxy means routable through every proxy (rtroute.proxy.sync)
+        self.sync = ProxySync(management, vhost, loop, parse_uri(uri, strict=False).username,
+                              apply=self._apply_change,
+                              to_pika=lambda fn: self._connection.add_callback_threadsafe(fn),
+                              on_queue=self._maybe_ready, feed=self._feed)
         self._thread = threading.Thread(target=self._run, daemon=True,
                                         name=f"rtroute-proxy-catalog-{vhost}")
 
@@ -248,7 +260,9 @@ class VhostCatalog:
         self._maybe_ready()
 
     def _maybe_ready(self) -> None:
-        if self._registry_ready and not self._validating:
+        # ready once the registry is listed and checked, and the other proxies wait for this
+        # one's copy (its sync queue is bound: rtroute.proxy.sync)
+        if self._registry_ready and not self._validating and self.sync.queue is not None:
             self.failure = None
             self.ready.set()
 
@@ -353,6 +367,23 @@ class VhostCatalog:
         if exchange is not None:
             exchange.bind(destination, key, added)
 
+    def announce(self, change: dict[str, Any]) -> Any:
+        """Awaitable: until every other proxy applied ``change`` (see rtroute.proxy.sync):
+        ``{"learn": NAME}``, or ``{"bind": NAME, "destination": [type, name], "key": KEY}``."""
+        return self.sync.announce(change)
+
+    def _apply_change(self, change: dict[str, Any]) -> None:
+        """Another proxy's change (a declaration or a binding made through it), believed: it
+        came from the proxies' own user (see rtroute.proxy.sync)."""
+        name = change.get("learn") or change.get("bind")
+        if not isinstance(name, str):
+            return
+        exchange = self.learn(name)
+        destination, key = change.get("destination"), change.get("key")
+        if "bind" in change and isinstance(key, str) and isinstance(destination, list) and \
+                len(destination) == 2:
+            exchange.bind((str(destination[0]), str(destination[1])), key, True)
+
     def _apply(self, name: str, binding: Binding, added: bool) -> None:
         exchange = self.exchanges.get(name.encode("utf-8"))
         if exchange is not None:
@@ -392,7 +423,9 @@ class VhostCatalog:
         if isinstance(version, bytes):
             version = version.decode("utf-8", "replace")
         self.bindings_type = bindings_exchange_type(version)
+        self._feed.start(connection)  # before the watchers, which wait for it
         self._registry.start(connection)
+        self.sync.start(connection)
         for watcher in self._watchers.values():
             watcher.start(connection)
 
@@ -407,7 +440,8 @@ class VhostCatalog:
             name + BINDINGS_SUFFIX, self._management, vhost=self.vhost,
             on_add=lambda b: self._to_loop(self._apply, name, b, True),
             on_remove=lambda b: self._to_loop(self._apply, name, b, False),
-            on_ready=lambda: self._to_loop(self._set_ready, name), relist_interval=30.0)
+            on_ready=lambda: self._to_loop(self._set_ready, name), relist_interval=30.0,
+            feed=self._feed)
         connection = self._pika_connection
         if connection is not None and connection.is_open:
             watcher.start(connection)

@@ -21,6 +21,9 @@ Metrics (the sidecar's naming, ``rtroute_...``):
 - ``rtroute_proxy_refusals_total{kind}``: what the proxy refused clients, by kind.
 - ``rtroute_proxy_catalog_ready{vhost}``: 1 when the catalog of that vhost is ready, else 0.
 - ``rtroute_proxy_catalog_exchanges{vhost}``: x-rtopic exchanges that catalog knows.
+- ``rtroute_proxy_sync_members{vhost}``: the other proxies whose copy a change waits for.
+- ``rtroute_proxy_sync_timeouts_total{vhost}``: changes answered after :data:`rtroute.proxy.sync.SYNC_TIMEOUT`
+  without every other proxy's reply (see rtroute.proxy.sync).
 - ``rtroute_proxy_ready``: 1 when ``/readyz`` answers 200.
 
 plus the process metrics and ``rtroute_build_info``, as every rtroute ``/metrics``.
@@ -130,6 +133,10 @@ def _readiness(server: ProxyServer, listening: bool) -> str | None:
         return f"no catalog of vhost {vhost!r}"
     if catalog.ready.is_set():
         if catalog.disconnected is None:
+            if catalog.sync.queue is None:  # other proxies' bind-ok would not wait for it
+                text = (f"the catalog of vhost {vhost!r} does not follow the other proxies' "
+                        "changes (its rtroute.rtopic.sync queue is gone)")
+                return text[:MAX_REASON]
             return None
         # what it knows may be going stale: changes made meanwhile are not followed
         text = (f"the catalog of vhost {vhost!r} lost its broker connection: "
@@ -166,6 +173,14 @@ def proxy_metrics(server: ProxyServer, ready: bool) -> dict[str, dict[str, Any]]
         "rtroute_proxy_catalog_exchanges": {
             "help": "x-rtopic exchanges known in the vhost", "type": "gauge",
             "samples": [({"vhost": vhost}, len(c.exchanges)) for vhost, c in catalogs]},
+        "rtroute_proxy_sync_members": {
+            "help": "Other proxies of the vhost whose copy of the bindings a change waits for",
+            "type": "gauge",
+            "samples": [({"vhost": vhost}, c.sync.members) for vhost, c in catalogs]},
+        "rtroute_proxy_sync_timeouts_total": {
+            "help": "Changes answered without every other proxy's reply within the timeout",
+            "type": "counter",
+            "samples": [({"vhost": vhost}, c.sync.timeouts) for vhost, c in catalogs]},
         "rtroute_proxy_ready": {
             "help": "1 when /readyz answers 200", "type": "gauge",
             "samples": [({}, int(ready))]},

@@ -48,6 +48,7 @@ import asyncio
 import collections
 import functools
 import logging
+import re
 from typing import Any, Callable
 
 from rtroute.amqp.content_header import FLAG_HEADERS, FLAGS_OFFSET, ContentHeader
@@ -61,6 +62,7 @@ from rtroute.proxy.catalog import (
     RTopic,
     VhostCatalog,
 )
+from rtroute.proxy.permissions import ProbeChannel, read_probe
 from rtroute.routing.exchange_router import DEFAULT_FRAME_MAX
 
 __all__ = ["Session"]
@@ -80,8 +82,8 @@ _CLIENT_SCANNERS = (FrameScanner(sorted(_CLIENT_METHODS), check_end=True),
                     FrameScanner(sorted(_CLIENT_METHODS | {_BASIC_PUBLISH}), check_end=True))
 # of the broker's: channel.close always, the deliveries to rename when there is an x-rtopic
 # exchange; every frame of a channel that waits for answers, or is being closed
-_BROKER_SCANNERS = (FrameScanner([wire.CHANNEL_CLOSE]),
-                    FrameScanner(sorted(_RENAMED | {wire.CHANNEL_CLOSE})))
+_BROKER_SCANNERS = (FrameScanner([wire.CHANNEL_CLOSE, wire.CONNECTION_TUNE]),
+                    FrameScanner(sorted(_RENAMED | {wire.CHANNEL_CLOSE, wire.CONNECTION_TUNE})))
 _HEADERS_BIT = FLAG_HEADERS >> 8  # in the content header's first flags octet
 _REPLIES = {wire.EXCHANGE_BIND: wire.EXCHANGE_BIND_OK, wire.EXCHANGE_UNBIND: wire.EXCHANGE_UNBIND_OK,
             wire.QUEUE_BIND: wire.QUEUE_BIND_OK, wire.QUEUE_UNBIND: wire.QUEUE_UNBIND_OK}
@@ -156,6 +158,10 @@ class Session:
         self._closing: dict[int, list[bool]] = {}  # channel -> [client ok, broker ok]
         self._closed_by_broker: dict[int, asyncio.Event] = {}
         self._refusal: str | None = None  # why the broker cannot be reached (see refuse())
+        # the plugin's permission checks (see rtroute.proxy.permissions): the exchanges each
+        # channel may publish to, asked on the proxy's own channel of the connection
+        self._probe = ProbeChannel(self._to_broker)
+        self._may_publish: dict[int, set[bytes]] = {}
 
     # -- transports ------------------------------------------------------------------------------
 
@@ -165,10 +171,15 @@ class Session:
             self._client.resume_reading()
         self._pump_client()
 
+    def _to_broker(self, data: bytes) -> None:
+        if self._broker is not None and not self._closed:
+            self._broker.write(data)
+
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
+        self._probe.close()
         self._client.close()
         if self._broker is not None:
             self._broker.close()
@@ -296,6 +307,8 @@ class Session:
         closing = self._closing
         publishing = self._publishing
         rtopics = self.catalog.exchanges if self.catalog is not None else None
+        probe = self._probe.watched
+        may_publish = self._may_publish
         view = memoryview(buf)
         limit = self.frame_max if self._tuned else wire.PRE_TUNE_FRAME_MAX
         data = b""
@@ -305,8 +318,8 @@ class Session:
                 # _CLIENT_SCANNERS) and stops at the next one to look at
                 scanner = _CLIENT_SCANNERS[bool(rtopics)]
                 (result, pos, frame_end, kind, channel, method, name, header_end, _content_end,
-                 head) = scanner.scan(buf, pos, limit, (*publishing, *closing)
-                                      if publishing or closing else ())
+                 head) = scanner.scan(buf, pos, limit, (*publishing, *closing, *probe)
+                                      if publishing or closing else probe)
                 if result != SCAN_STOP:
                     if result == SCAN_TOO_LARGE:
                         self._frame_too_large(frame_end - pos, buf[pos])
@@ -330,6 +343,12 @@ class Session:
                         if run < pos:
                             out.append(view[run:pos])
                         run = pos
+                        allowed = may_publish.get(channel)
+                        if allowed is None or name not in allowed:
+                            # the first publish of this channel to NAME: may the client's user
+                            # write to NAME (the plugin's check)?
+                            self._hold(functools.partial(self._may_write, channel, name))
+                            break  # this frame again when the answer is in
                         if head is not None and channel not in publishing:
                             # the whole message is here: one rewrite of its publish and
                             # header (cached for a message without headers; an exchange with
@@ -357,7 +376,8 @@ class Session:
                         publishing[channel] = (exchange, bytes(view[pos:frame_end]))
                         run = pos = frame_end
                         continue
-                    if method in _CLIENT_METHODS or channel in closing:
+                    if method in _CLIENT_METHODS or channel in closing or probe and \
+                            channel == probe[0]:
                         if run < pos:
                             out.append(view[run:pos])
                         run = pos
@@ -370,6 +390,9 @@ class Session:
                         if method == wire.CONNECTION_TUNE_OK:
                             limit = self.frame_max
                         continue
+                elif probe and channel == probe[0]:
+                    self._channel_above_max(channel)
+                    return
                 elif channel in publishing or channel in closing:
                     if run < pos:
                         out.append(view[run:pos])
@@ -393,8 +416,15 @@ class Session:
         if data and self._broker is not None and not self._closed:
             self._broker.write(data)
 
+    def _channel_above_max(self, channel: int) -> None:
+        self._fail(504, f"CHANNEL_ERROR - rtroute proxy: channel {channel} is above the "
+                        f"negotiated channel_max ({channel - 1})", "channel_max")
+
     def _client_method(self, channel: int, method: int, payload: bytes, out: list[bytes]) -> bool:
         """Handles one method frame of the client; False: hold the stream, frame unconsumed."""
+        if channel == self._probe.channel:
+            self._channel_above_max(channel)
+            return False
         if channel in self._closing:
             state = self._closing[channel]
             if method == wire.CHANNEL_CLOSE_OK or method == wire.CHANNEL_CLOSE:
@@ -409,6 +439,8 @@ class Session:
             return True  # everything else the client sends on a closing channel is void
         frame = wire.HEAD.pack(wire.FRAME_METHOD, channel, len(payload)) + payload + b"\xce"
         catalog = self.catalog
+        if method == wire.CONNECTION_TUNE_OK:  # the proxy's channel above the client's
+            frame = self._probe.accept(frame)
         if method == wire.CONNECTION_OPEN:
             if self._opened is not None:  # a second connection.open: the broker refuses it
                 out.append(frame)
@@ -511,8 +543,13 @@ class Session:
         self._expect(channel, _Expected(wire.EXCHANGE_DECLARE_OK, names=names,
                                         refused=name_refused))
         out.append(wire.bind(channel, bindings, REGISTRY_EXCHANGE.encode(), name))
-        self._expect(channel, _Expected(wire.EXCHANGE_BIND_OK, answer,
-                                        lambda: catalog.learn(text), names))
+
+        def registered() -> None:
+            catalog.learn(text)
+            # declare-ok once every proxy knows NAME is x-rtopic (rtroute.proxy.sync)
+            self._answer_after(channel, answer, catalog.announce({"learn": text}))
+
+        self._expect(channel, _Expected(wire.EXCHANGE_BIND_OK, None, registered, names))
         return True
 
     def _delete(self, channel: int, payload: bytes, frame: bytes, out: list[bytes],
@@ -539,6 +576,13 @@ class Session:
         if exchange is None:
             out.append(frame)
             return True
+        # the plugin's check first, on the client's channel: write on the destination and read
+        # on NAME (a refusal closes the channel with the broker's text, as with the plugin)
+        out.append(read_probe(channel, method, bind.destination, exchange.wire_name))
+        unbind_ok = wire.QUEUE_UNBIND_OK if method in (wire.QUEUE_BIND, wire.QUEUE_UNBIND) \
+            else wire.EXCHANGE_UNBIND_OK
+        probed = _Expected(unbind_ok, refused=_as_is)
+        self._expect(channel, probed)
         out.append(bind.frame(channel, exchange.wire_bindings))
         destination = (bind.destination_type, bind.destination.decode("utf-8", "replace"))
         key = bind.routing_key.decode("utf-8", "replace")
@@ -547,12 +591,31 @@ class Session:
         def learn() -> None:
             catalog.bind(exchange.wire_name, destination, key, added)
 
-        if bind.nowait:
+        def learn_everywhere() -> None:
             learn()
+            if added:  # bind-ok once every proxy routes by it (rtroute.proxy.sync)
+                self._answer_after(channel, wire.method_frame(channel, _REPLIES[method], b""),
+                                   catalog.announce({"bind": exchange.name,
+                                                     "destination": list(destination),
+                                                     "key": key}))
+
+        if bind.nowait:  # learnt once the probe passed (the broker's answer to it)
+            probed.then = learn
         else:
-            self._expect(channel, _Expected(_REPLIES[method], b"", learn,
+            self._expect(channel, _Expected(_REPLIES[method], None if added else b"",
+                                            learn_everywhere,
                                             (exchange.wire_name, exchange.wire_bindings)))
         return True
+
+    def _answer_after(self, channel: int, answer: bytes | None, agreed: Any) -> None:
+        """The broker's ``answer`` reaches the client once ``agreed`` (awaitable) is done:
+        every proxy applied the change. None: the client asked for no answer."""
+        async def wait() -> None:
+            await agreed
+            if answer is not None and not self._closed and channel not in self._closing:
+                self._client.write(answer)
+
+        asyncio.ensure_future(wait())
 
     def _route(self, channel: int, header: bytes, out: list[bytes]) -> None:
         """The content header of a publish to an x-rtopic exchange: route, rewrite, send."""
@@ -619,16 +682,17 @@ class Session:
                 exchange.rewritten.clear()
             exchange.rewritten[cache_key] = (method + header, len(header))
 
-    def _refuse(self, channel: int, text: str, out: list[bytes]) -> None:
+    def _refuse(self, channel: int, text: str, out: list[bytes], code: int = 406,
+                kind: str = "publish") -> None:
         """Closes ``channel`` on both sides (the publish is not sent): the client sees the
-        broker's kind of refusal; frames of either side on that channel are dropped until
-        both answered ``close-ok``, and the client's next ``channel.open`` of that number
+        broker's kind of refusal (``code``); frames of either side on that channel are dropped
+        until both answered ``close-ok``, and the client's next ``channel.open`` of that number
         waits for the broker's."""
         self._publishing.pop(channel, None)
         LOG.warning("channel %d: %s", channel, text)
         if self._on_refusal is not None:
-            self._on_refusal("publish")
-        self._client.write(wire.channel_close(channel, 406, text, wire.BASIC_PUBLISH))
+            self._on_refusal(kind)
+        self._client.write(wire.channel_close(channel, code, text, wire.BASIC_PUBLISH))
         out.append(wire.channel_close(channel, 200, "closed by the rtroute proxy", 0))
         self._closing[channel] = [False, False]
         self._closed_by_broker[channel] = asyncio.Event()
@@ -646,6 +710,21 @@ class Session:
     def _reset(self, channel: int) -> None:
         self._expected.pop(channel, None)
         self._publishing.pop(channel, None)
+        self._may_publish.pop(channel, None)
+
+    async def _may_write(self, channel: int, name: bytes) -> None:
+        """Whether the client's user may publish to ``name`` (write on it, as with the plugin);
+        if not, the client's channel is closed with the broker's refusal."""
+        refused = await self._probe.may_write(name)
+        if self._closed or channel in self._closing:
+            return
+        if refused is None:
+            self._may_publish.setdefault(channel, set()).add(name)
+            return
+        out: list[bytes] = []
+        self._refuse(channel, refused.decode("utf-8", "replace"), out, code=403,
+                     kind="access_refused")
+        self._to_broker(b"".join(out))
 
     # -- broker to client ----------------------------------------------------------------------
 
@@ -654,8 +733,9 @@ class Session:
         :data:`_BROKER_SCANNERS`)."""
         expected, closing = self._expected, self._closing
         catalog = self.catalog
+        probe = self._probe.watched
         return _BROKER_SCANNERS[catalog is not None and bool(catalog.by_bindings)].scan(
-            data, pos, 0, (*expected, *closing) if expected or closing else ())
+            data, pos, 0, (*expected, *closing, *probe) if expected or closing else probe)
 
     def _pump_broker(self) -> None:
         if self._closed:
@@ -691,7 +771,8 @@ class Session:
                                 exchange.wire_name))
                             run = frame_end
                     elif channel in expected or channel in closing or \
-                            method == wire.CHANNEL_CLOSE:
+                            method == wire.CHANNEL_CLOSE or method == wire.CONNECTION_TUNE or \
+                            channel == self._probe.channel:
                         if run < pos:
                             out.append(view[run:pos])
                         run = frame_end
@@ -713,6 +794,12 @@ class Session:
             self._client.write(data)
 
     def _broker_method(self, channel: int, method: int, frame: bytes, out: list[bytes]) -> None:
+        if channel == self._probe.channel:
+            self._probe.broker_method(method, frame)
+            return
+        if method == wire.CONNECTION_TUNE:  # one channel less for the client: the proxy's
+            out.append(self._probe.offer(frame))
+            return
         if channel in self._closing:
             if method == wire.CHANNEL_CLOSE_OK or method == wire.CHANNEL_CLOSE:
                 if method == wire.CHANNEL_CLOSE:  # both closed at once: answer it here
@@ -747,8 +834,21 @@ class Session:
         out.append(frame)
 
 
+# RabbitMQ's refusal of a permission (3.x: "access to", 4.x: "read access to"...)
+_PERMISSION_REFUSED = re.compile(rb"ACCESS_REFUSED - (?:\w+ )?access to ")
+
+
+def _as_is(frame: bytes) -> bytes:
+    return frame
+
+
 def _renamed_in_close(channel: int, frame: bytes, names: tuple[bytes, bytes]) -> bytes:
-    """A ``channel.close`` whose text names ``'NAME.bindings'`` naming ``'NAME'``."""
+    """A ``channel.close`` whose text names ``'NAME.bindings'`` naming ``'NAME'``, but a
+    permission refusal (403): it names what the broker refused (the plugin's checks on ``NAME``
+    were made before, see rtroute.proxy.permissions)."""
+    if wire.U16.unpack_from(frame, 11)[0] == 403 and \
+            _PERMISSION_REFUSED.match(wire.short(frame[7:-1], 6)[0]):
+        return frame
     return _close_text(channel, frame, lambda text: text.replace(
         b"'" + names[1] + b"'", b"'" + names[0] + b"'"))
 

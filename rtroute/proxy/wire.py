@@ -43,6 +43,7 @@ __all__ = [
     "Delete",
     "bind",
     "channel_close",
+    "channel_open",
     "connection_close",
     "connection_start",
     "declare",
@@ -55,6 +56,8 @@ __all__ = [
     "rename_exchange",
     "short",
     "shortstr",
+    "unbind",
+    "with_channel_max",
 ]
 
 METHOD_ID = struct.Struct(">HH")
@@ -67,12 +70,14 @@ PROTOCOL_HEADER = b"AMQP\x00\x00\x09\x01"
 PRE_TUNE_FRAME_MAX = 8192
 CONNECTION_START = _mid(10, 10)
 CONNECTION_START_OK = _mid(10, 11)
+CONNECTION_TUNE = _mid(10, 30)
 CONNECTION_TUNE_OK = _mid(10, 31)
 CONNECTION_OPEN = _mid(10, 40)
 CONNECTION_OPEN_OK = _mid(10, 41)
 CONNECTION_CLOSE = _mid(10, 50)
 CONNECTION_CLOSE_OK = _mid(10, 51)
 CHANNEL_OPEN = _mid(20, 10)
+CHANNEL_OPEN_OK = _mid(20, 11)
 CHANNEL_CLOSE = _mid(20, 40)
 CHANNEL_CLOSE_OK = _mid(20, 41)
 EXCHANGE_DECLARE = _mid(40, 10)
@@ -192,6 +197,24 @@ def bind(channel: int, destination: bytes, source: bytes, routing_key: bytes) ->
     """``exchange.bind`` (waiting for bind-ok), no arguments."""
     return method_frame(channel, EXCHANGE_BIND, b"\x00\x00" + shortstr(destination) +
                         shortstr(source) + shortstr(routing_key) + b"\x00\x00\x00\x00\x00")
+
+
+def unbind(channel: int, method: int, destination: bytes, source: bytes,
+           routing_key: bytes) -> bytes:
+    """``queue.unbind`` (``method`` QUEUE_UNBIND: queue, exchange, key) or ``exchange.unbind``
+    (destination, source, key; waiting for unbind-ok), no arguments."""
+    bits = b"" if method == QUEUE_UNBIND else b"\x00"
+    return method_frame(channel, method, b"\x00\x00" + shortstr(destination) + shortstr(source) +
+                        shortstr(routing_key) + bits + b"\x00\x00\x00\x00")
+
+
+def channel_open(channel: int) -> bytes:
+    return method_frame(channel, CHANNEL_OPEN, b"\x00")
+
+
+def with_channel_max(frame: bytes, channel_max: int) -> bytes:
+    """The ``connection.tune`` or ``tune-ok`` ``frame`` with another ``channel_max``."""
+    return frame[:11] + U16.pack(channel_max) + frame[13:]
 
 
 def publish(channel: int, exchange: bytes, routing_key: bytes, bits: int) -> bytes:

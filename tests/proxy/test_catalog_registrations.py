@@ -31,6 +31,7 @@ def test_a_registration_the_api_could_not_check_is_checked_again_and_followed(mo
         catalog = VhostCatalog("amqp://guest:guest@127.0.0.1:1/%2F", api, "/",
                                asyncio.get_running_loop())
         # as the first listing reports it: the registration, then the registry is known
+        catalog.sync._own("amq.gen-sync")  # the other proxies wait for this one's copy
         catalog._registration("orders", True)
         catalog._on_registry_ready()
         ready_before = catalog.ready.is_set()  # not while the check is pending

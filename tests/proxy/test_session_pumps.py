@@ -108,6 +108,8 @@ def new_session() -> tuple[Session, _Transport, _Transport]:
     session._broker_started = True
     session.frame_max = 131072
     session.catalog = _Catalog(logs)  # type: ignore[assignment]
+    # the client's user may publish to logs (the probe of tests/proxy/test_permission_probe.py)
+    session._may_publish = {1: {b"logs"}, 2: {b"logs"}}
     return session, client, broker
 
 

@@ -1,0 +1,156 @@
+"""One subscription to RabbitMQ's event exchange per connection, shared by binding watchers.
+
+A :class:`~rtroute.amqp.binding_watcher.BindingWatcher` on its own opens a channel and an
+event queue: with N watchers on one connection the broker delivers every binding event of the
+vhost N times, and N channels count against ``channel_max``. Watchers given the same
+:class:`EventFeed` share one channel and one queue (bound to ``amq.rabbitmq.event`` with the
+same keys); the feed hands each event to the watchers it is about (a binding event to those of
+its source exchange, a deleted queue or exchange to all), in the connection's ioloop thread.
+
+The gap-free rule of the watcher holds per watcher: a watcher lists only once the feed's
+consumer is attached (at once when it joins a feed that is subscribed already), and when the
+feed's channel is lost every watcher is told, buffers nothing until the feed has subscribed
+again, and lists then.
+"""
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rtroute.amqp.binding_watcher import BindingWatcher
+
+__all__ = ["EventFeed"]
+
+LOGGER = logging.getLogger(__name__)
+
+EVENT_EXCHANGE = "amq.rabbitmq.event"
+EVENT_KEYS = ("binding.*", "queue.deleted", "exchange.deleted")
+
+
+class EventFeed:
+    """The event subscription of one connection (call everything in its ioloop thread).
+
+    Args:
+        name: for log lines (e.g. ``"proxy catalog of vhost '/'"``).
+        retry_delay: seconds before subscribing again after the channel was lost.
+    """
+
+    def __init__(self, name: str, retry_delay: float = 2.0) -> None:
+        self.name = name
+        self.retry_delay = retry_delay
+        self._by_exchange: dict[str, set[BindingWatcher]] = {}
+        self._connection: Any = None
+        self._channel: Any = None
+        self.subscribed = False
+        self.absent = False  # the vhost has no event exchange: watchers poll
+        self.events_received = 0
+
+    def start(self, connection: Any) -> None:
+        """Subscribes on ``connection`` (after each reconnect too, before the watchers'
+        ``start``)."""
+        self._connection = connection
+        self.subscribed = False
+        self._release_channel()
+        channel = connection.channel(on_open_callback=self._on_channel_open)
+        channel.add_on_close_callback(self._on_channel_closed)
+        self._channel = channel
+
+    def stop(self) -> None:
+        self._connection = None
+        self.subscribed = False
+        self._release_channel()
+
+    def attach(self, watcher: BindingWatcher) -> None:
+        """``watcher`` gets the events of its exchange from now on; it is told when the
+        subscription is (or already was) in place."""
+        self._by_exchange.setdefault(watcher.exchange, set()).add(watcher)
+        if self.subscribed:
+            watcher._feed_subscribed()
+        elif self.absent:
+            watcher._feed_absent()
+
+    def detach(self, watcher: BindingWatcher) -> None:
+        watchers = self._by_exchange.get(watcher.exchange)
+        if watchers is not None:
+            watchers.discard(watcher)
+            if not watchers:
+                del self._by_exchange[watcher.exchange]
+
+    @property
+    def watchers(self) -> int:
+        return sum(len(w) for w in self._by_exchange.values())
+
+    def _all(self) -> list[BindingWatcher]:
+        return [w for watchers in self._by_exchange.values() for w in watchers]
+
+    def _release_channel(self) -> None:
+        channel, self._channel = self._channel, None
+        if channel is not None and channel.is_open:
+            channel.close()
+
+    def _on_channel_open(self, channel: Any) -> None:
+        if channel is not self._channel:
+            channel.close()
+            return
+
+        def cancelled(_frame: Any) -> None:
+            # the broker cancels the consumer when its queue goes (deleted by an operator, its
+            # node restarted): the channel is closed, and the feed subscribes again
+            if channel is self._channel and channel.is_open:
+                LOGGER.warning("%s: the broker cancelled the event consumer (its queue was "
+                               "deleted?); resubscribing", self.name)
+                channel.close()
+
+        channel.add_on_cancel_callback(cancelled)
+        channel.queue_declare("", exclusive=True, auto_delete=True)
+        for key in EVENT_KEYS:
+            channel.queue_bind("", EVENT_EXCHANGE, key)
+        channel.basic_consume("", self._on_event, auto_ack=True,
+                              callback=lambda _frame: self._on_subscribed(channel))
+
+    def _on_subscribed(self, channel: Any) -> None:
+        if channel is not self._channel:
+            return
+        self.subscribed = True
+        self.absent = False
+        for watcher in self._all():
+            watcher._feed_subscribed()
+
+    def _on_channel_closed(self, channel: Any, reason: Exception) -> None:
+        if channel is not self._channel:
+            return
+        self._channel = None
+        was_subscribed, self.subscribed = self.subscribed, False
+        connection = self._connection
+        if connection is None:
+            return  # stopped
+        if getattr(reason, "reply_code", None) == 404 and not was_subscribed:
+            LOGGER.warning("%s: %s is absent in the connection's vhost: polling", self.name,
+                           EVENT_EXCHANGE)
+            self.absent = True
+            for watcher in self._all():
+                watcher._feed_absent()
+            return
+        for watcher in self._all():
+            watcher._feed_lost(f"event channel closed: {reason!r}")
+        if connection.is_open:
+            LOGGER.warning("%s: event channel closed (%r); resubscribing", self.name, reason)
+            connection.ioloop.call_later(self.retry_delay, lambda: self._resubscribe(connection))
+
+    def _resubscribe(self, connection: Any) -> None:
+        if connection is self._connection and connection.is_open and self._channel is None:
+            self.start(connection)
+
+    def _on_event(self, channel: Any, method: Any, properties: Any, _body: bytes) -> None:
+        if channel is not self._channel:
+            return
+        self.events_received += 1
+        kind = method.routing_key
+        headers = properties.headers or {}
+        if kind.startswith("binding."):
+            targets = self._by_exchange.get(str(headers.get("source_name", "")), ())
+        else:  # a deleted queue or exchange: any watcher may have bindings to it
+            targets = self._all()
+        for watcher in list(targets):
+            watcher._feed_event(kind, headers)
