@@ -15,13 +15,16 @@
 #         in a second pytest beside the others (leg unit-islands);
 #   4.3   the whole broker tier (pytest -m broker) against RabbitMQ 4.3.x, the newest broker
 #         claimed and the one the x-rtopic plugin cannot run on: node rabbit43@localhost of
-#         scripts/start-rabbitmq4.sh 4.3 (127.0.0.1:5674, management 15674);
+#         scripts/start-rabbitmq4.sh 4.3 (127.0.0.1:5674, management 15674); beside the
+#         valgrind and sdist checks and the unit leg when they run (its output follows);
 #   4.0   the broker tests marked every_broker (pytest -m "broker and every_broker": every
 #         test of a loss or security property, every test whose rule differs by version, one
 #         end-to-end test per component; see tests/conftest.py) against RabbitMQ 4.0.x, node
 #         rabbit4@localhost of scripts/start-rabbitmq4.sh (127.0.0.1:5673, management 15673);
 #   3.10  the same every_broker tests against the host's RabbitMQ 3.x (127.0.0.1:5672), at the
-#         same time as the 4.0 leg when both run (the output of 4.0 follows that of 3.10).
+#         same time as the 4.0 leg when both run (the output of 4.0 follows that of 3.10),
+#         with the real x-rtopic plugin's node (../shared/rtopic-plugin, or RTROUTE_SHARED,
+#         where present) as the parity suites' live reference.
 # Each broker leg reaches its broker through RTROUTE_TEST_URI, RTROUTE_TEST_MANAGEMENT_URI and
 # RTROUTE_TEST_RABBITMQCTL (see tests/conftest.py).
 #
@@ -88,29 +91,27 @@ native_current() {
             ! -name 'test_*' ! -name '_native.c' 2>/dev/null)" ]
 }
 
+SHARED=${RTROUTE_SHARED:-../shared}
+plugin_pid=
 SECONDS=0
 if [ "${legs[*]}" = quick ]; then
     native_current || bash scripts/setup.sh
     times+=("setup (venv and native build, if stale): ${SECONDS} s")
 else
     bash scripts/ensure-rabbitmq.sh
+    # the real x-rtopic plugin (../shared, where present: CI has it) is the live reference of
+    # the parity suites in the 3.10 leg: its node starts beside the setup
+    if wants 3.10 && [ -f "$SHARED/rtopic-plugin/node.sh" ]; then
+        sh "$SHARED/rtopic-plugin/node.sh" start >.test-logs/rtopic-plugin.log 2>&1 &
+        plugin_pid=$!
+    fi
     bash scripts/setup.sh
     times+=("setup (3.x broker, venv, native build): ${SECONDS} s")
-fi
-if wants unit; then
-    SECONDS=0
-    make -C src_c test valgrind
-    # the sdist builds and passes on the oldest and newest claimed Python (a Python this
-    # machine lacks is skipped with a message rather than failing the whole run)
-    RTROUTE_SDIST_ALLOW_MISSING=1 RTROUTE_SDIST_OUT="$PWD/.test-logs/dist" bash scripts/check-sdist.sh
-    # tests/packaging checks that sdist and wheel rather than building them once more
-    export RTROUTE_TEST_DIST="$PWD/.test-logs/dist"
-    times+=("native core under valgrind, sdist check: ${SECONDS} s")
 fi
 
 export RTROUTE_EXPECT_NATIVE=1 RTROUTE_REQUIRE_BROKER=1 RTROUTE_REQUIRE_SPARK=1 RTROUTE_REQUIRE_DOCS=1
 unset RTROUTE_TEST_URI RTROUTE_TEST_MANAGEMENT_URI RTROUTE_TEST_RABBITMQCTL
-wants unit || unset RTROUTE_TEST_DIST
+unset RTROUTE_TEST_DIST
 
 marker_for() {   # marker_for BASE: BASE, narrowed by the -m EXPR given to this script
     if [ -n "$expr" ]; then echo "$1 and ($expr)"; else echo "$1"; fi
@@ -210,12 +211,26 @@ if wants quick; then
     run_leg quick "$(marker_for "not broker")" RTROUTE_HYPOTHESIS="${RTROUTE_HYPOTHESIS:-quick}" \
         -- "${quick_paths[@]}"
 fi
+# The 4.3 leg (the whole broker tier) runs beside the valgrind and sdist checks and the unit
+# leg: it uses only the 4.3 node and nodes of its own, the unit leg no broker but the 3.10 one
+if wants 4.3; then
+    if wants unit; then broker_leg 4.3 "$(marker_for broker)" beside
+    else broker_leg 4.3 "$(marker_for broker)"; fi
+fi
 if wants unit; then
+    SECONDS=0
+    make -C src_c test valgrind
+    # the sdist builds and passes on the oldest and newest claimed Python (a Python this
+    # machine lacks is skipped with a message rather than failing the whole run)
+    RTROUTE_SDIST_ALLOW_MISSING=1 RTROUTE_SDIST_OUT="$PWD/.test-logs/dist" bash scripts/check-sdist.sh
+    # tests/packaging checks that sdist and wheel rather than building them once more
+    export RTROUTE_TEST_DIST="$PWD/.test-logs/dist"
+    times+=("native core under valgrind, sdist check: ${SECONDS} s")
     start_leg unit-islands "$(marker_for "not broker and island")"
     run_leg unit "$(marker_for "not broker and not island")"
     finish_leg unit-islands
 fi
-if wants 4.3; then broker_leg 4.3 "$(marker_for broker)"; fi
+if [ -n "${leg_pid[4.3]:-}" ]; then finish_leg 4.3; fi
 # The 4.0 and 3.10 legs run at once (different brokers; each test's names, ports and nodes of
 # its own). A test that needs another broker's management API is given the 4.3 node's, which
 # neither leg restarts, when it answers; else they run one after the other.
@@ -229,7 +244,18 @@ if wants 4.0; then
         ${together[@]+beside "${together[@]}"}
 fi
 if wants 3.10; then
-    run_leg 3.10 "$(marker_for "broker and every_broker")" ${together[@]+"${together[@]}"}
+    plugin=()
+    if [ -n "$plugin_pid" ] && wait "$plugin_pid"; then
+        plugin=(RTROUTE_TEST_PLUGIN_URI=amqp://guest:guest@127.0.0.1:5702/%2F
+                RTROUTE_TEST_PLUGIN_MANAGEMENT_URI=http://guest:guest@127.0.0.1:15702/)
+    elif [ -n "$plugin_pid" ]; then
+        say "the x-rtopic plugin's node did not start (.test-logs/rtopic-plugin.log):" \
+            "the live plugin checks of the parity suites skip" >&2
+    else
+        say "no $SHARED/rtopic-plugin: the live plugin checks of the parity suites skip"
+    fi
+    run_leg 3.10 "$(marker_for "broker and every_broker")" ${together[@]+"${together[@]}"} \
+        ${plugin[@]+"${plugin[@]}"}
 fi
 if [ -n "${leg_pid[4.0]:-}" ]; then finish_leg 4.0; fi
 
