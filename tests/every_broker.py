@@ -34,6 +34,8 @@ EVERY_BROKER: dict[str, str] = {
     "tests/proxy/test_own_user.py": "security: the proxy's own user needs exactly what docs/proxy.md gives",
     "tests/proxy/test_proxy_failure.py": "loss: kill -9 of the proxy; another broker's management API",
     "tests/proxy/test_two_proxies.py": "loss: bind-ok through one proxy, a publish through another",
+    "tests/proxy/test_event_gap.py": "loss: a publish while the event subscription is lost",
+    "tests/proxy/test_other_vhost.py": "loss, version: the event plugin's vhost and headers",
     "tests/sidecar/test_quorum_ingress.py": "loss: quorum delivery limit (4.3 counts rejects only)",
     "tests/sidecar/test_unroutable.py": "loss: unroutable messages",
     "tests/sidecar/test_large_match_set_delivery.py": "loss: match sets beyond one frame",

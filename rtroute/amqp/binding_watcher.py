@@ -51,6 +51,10 @@ from rtroute.amqp.management import BindingInfo, ManagementClient, ManagementErr
 __all__ = ["Binding", "BindingWatcher", "WatcherState"]
 
 LOGGER = logging.getLogger(__name__)
+# listings of the management API a process makes at once, whatever the number of watchers:
+# thousands at once (a proxy following thousands of exchanges) overwhelm the API, which then
+# times out and drops connections for everyone
+LISTINGS_AT_ONCE = threading.BoundedSemaphore(4)
 
 
 
@@ -95,6 +99,9 @@ class BindingWatcher:
         poll_interval: seconds between listings when there is no event exchange.
         use_events: False to poll only.
         retry_delay: seconds before retrying a failed listing or a lost event channel.
+        on_current: ``callback(current)``: False when the watcher stops seeing every change
+            (its event subscription lost: until the next listing, a change may be missed),
+            True when a listing made it current again (after each such gap, and the first).
         feed: an :class:`~rtroute.amqp.event_feed.EventFeed` shared with other watchers of the
             same connection (its owner starts it on each connection before the watchers):
             no channel and no event queue of the watcher's own.
@@ -130,6 +137,7 @@ class BindingWatcher:
         use_events: bool = True,
         retry_delay: float = 2.0,
         feed: EventFeed | None = None,
+        on_current: Callable[[bool], Any] | None = None,
     ) -> None:
         self.exchange = exchange
         self.vhost = vhost
@@ -139,6 +147,8 @@ class BindingWatcher:
         self._key_add_listeners: list[KeyListener] = [on_key_add] if on_key_add else []
         self._key_remove_listeners: list[KeyListener] = [on_key_remove] if on_key_remove else []
         self._on_ready = on_ready
+        self._on_current = on_current
+        self._current = False
         self.relist_interval = relist_interval
         self.poll_interval = poll_interval
         self.retry_delay = retry_delay
@@ -275,6 +285,7 @@ class BindingWatcher:
         self._exact = False
         if self.state is WatcherState.STOPPED:
             return
+        self._set_current(False)
         connection = self._connection
         if connection is None or not connection.is_open:
             self.state = WatcherState.DETACHED
@@ -331,6 +342,7 @@ class BindingWatcher:
         self._events = False
         if self.state is WatcherState.STOPPED:
             return
+        self._set_current(False)
         self.last_error = reason
         self._listing_generation += 1  # a listing still running is void
         self._listing_running = False
@@ -387,9 +399,10 @@ class BindingWatcher:
 
         def work() -> None:
             try:
-                # "[]" is also the answer for an exchange that does not exist (on this broker)
-                management.exchange(exchange, vhost)
-                rows: Any = management.exchange_bindings(exchange, vhost)
+                with LISTINGS_AT_ONCE:
+                    # "[]" is also the answer for an exchange that does not exist here
+                    management.exchange(exchange, vhost)
+                    rows: Any = management.exchange_bindings(exchange, vhost)
                 error = None
             except NotFound:
                 rows, error = None, (f"exchange {exchange!r} does not exist in vhost {vhost!r} "
@@ -429,6 +442,7 @@ class BindingWatcher:
         if self._exact and self._events:
             entries = self._reconcile(entries)
         self._replace_all(entries)
+        self._set_current(True)
         self._exact = self._events
         self._removed_by_events = set()
         self.state = WatcherState.FOLLOWING if self._events else WatcherState.POLLING
@@ -441,6 +455,12 @@ class BindingWatcher:
             self._schedule(0.1, self._start_listing)
         else:
             self._schedule(self._interval(), self._start_listing)
+
+    def _set_current(self, current: bool) -> None:
+        if current != self._current:
+            self._current = current
+            if self._on_current is not None:
+                self._call(self._on_current, current)
 
     def _interval(self) -> float:
         return self.relist_interval if self._events else self.poll_interval

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from rtroute.amqp.binding_watcher import BindingWatcher
 
-__all__ = ["EventFeed"]
+__all__ = ["EventFeed", "RelayedFeed"]
 
 LOGGER = logging.getLogger(__name__)
 
@@ -154,3 +154,76 @@ class EventFeed:
             targets = self._all()
         for watcher in list(targets):
             watcher._feed_event(kind, headers)
+
+
+class RelayedFeed:
+    """Another connection's :class:`EventFeed`, for the watchers of this one: RabbitMQ's event
+    plugin publishes the events of every vhost in one vhost (``/`` by default), so a connection
+    to another vhost has no ``amq.rabbitmq.event`` and its watchers would poll. The watchers'
+    calls are taken to the feed's ioloop and the feed's to the watchers' (each in order), and
+    the watchers keep only the events of their own vhost (the events' ``vhost`` header).
+
+    Args:
+        feed: the feed of a connection to the vhost that has the event exchange.
+        to_feed: ``to_feed(callable)`` runs a callable in the feed's ioloop thread.
+    """
+
+    def __init__(self, feed: EventFeed, to_feed: Any) -> None:
+        self._feed = feed
+        self._to_feed = to_feed
+        self._ioloop: Any = None  # the watchers' connection's
+        self._relays: dict[BindingWatcher, _Relay] = {}
+
+    @property
+    def name(self) -> str:
+        return self._feed.name
+
+    def start(self, connection: Any) -> None:
+        """On each (re)connect of the watchers' connection, before the watchers start."""
+        self._ioloop = connection.ioloop
+
+    def stop(self) -> None:
+        for relay in list(self._relays.values()):
+            self.detach(relay.watcher)
+
+    def attach(self, watcher: BindingWatcher) -> None:
+        relay = self._relays.get(watcher)
+        if relay is None:
+            relay = self._relays[watcher] = _Relay(watcher, self)
+        feed = self._feed
+        self._to_feed(lambda: feed.attach(relay))  # tells it at once if subscribed
+
+    def detach(self, watcher: BindingWatcher) -> None:
+        relay = self._relays.pop(watcher, None)
+        if relay is not None:
+            feed = self._feed
+            self._to_feed(lambda: feed.detach(relay))
+
+    def to_watchers(self, callback: Any) -> None:
+        ioloop = self._ioloop
+        if ioloop is not None:
+            try:
+                ioloop.add_callback_threadsafe(callback)
+            except Exception:  # noqa: BLE001 - the watchers' connection is gone: they relist
+                LOGGER.debug("%s: an event for a closed connection", self.name)
+
+
+class _Relay:
+    """Stands for one watcher in another connection's feed (see :class:`RelayedFeed`)."""
+
+    def __init__(self, watcher: BindingWatcher, relayed: RelayedFeed) -> None:
+        self.watcher = watcher
+        self.exchange = watcher.exchange
+        self._relayed = relayed
+
+    def _feed_subscribed(self) -> None:
+        self._relayed.to_watchers(self.watcher._feed_subscribed)
+
+    def _feed_absent(self) -> None:
+        self._relayed.to_watchers(self.watcher._feed_absent)
+
+    def _feed_lost(self, reason: str) -> None:
+        self._relayed.to_watchers(lambda: self.watcher._feed_lost(reason))
+
+    def _feed_event(self, kind: str, headers: dict[str, Any]) -> None:
+        self._relayed.to_watchers(lambda: self.watcher._feed_event(kind, headers))

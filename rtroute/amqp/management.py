@@ -283,6 +283,10 @@ class ManagementClient:
         """One exchange's description. Raises :class:`NotFound` if it does not exist."""
         return self.request("GET", f"exchanges/{_q(vhost)}/{_q(name)}")
 
+    def exchanges(self, vhost: str = "/") -> list[dict[str, Any]]:
+        """Every exchange of ``vhost``: name, type and arguments (one request)."""
+        return self.request("GET", f"exchanges/{_q(vhost)}?columns=name,type,arguments") or []
+
     def exchange_exists(self, name: str, vhost: str = "/") -> bool:
         """True if the exchange exists."""
         try:

@@ -37,7 +37,7 @@ from typing import Any, Callable
 from rtroute.amqp.binding_watcher import Binding, BindingWatcher
 from rtroute.amqp.broker_identity import identity_from_server_properties
 from rtroute.amqp.connection import ReconnectingConnection
-from rtroute.amqp.event_feed import EventFeed
+from rtroute.amqp.event_feed import EventFeed, RelayedFeed
 from rtroute.amqp.field_table import encode_table
 from rtroute.amqp.management import ManagementClient, NotFound, WrongBroker
 from rtroute.amqp.uri import mask_uri, parse_uri
@@ -57,6 +57,12 @@ LAYOUT_ARGUMENTS = encode_table({LAYOUT_ARGUMENT: "rtopic"})
 LINGER = 5.0
 # seconds before a registration check the management API could not answer is made again
 RECHECK_DELAY = 5.0
+# seconds between the fallback re-listings of one exchange's bindings: the events keep them
+# current and a lost subscription makes every watcher list again at once, so this is only a
+# backstop (every 30 s, thousands of exchanges would keep the management API busy)
+EXCHANGE_RELIST = 300.0
+# registrations checked one by one at most; more at once are checked from one listing
+BATCH_CHECK = 8
 
 
 def layout_error(management: ManagementClient, name: str, vhost: str) -> str | None:
@@ -66,6 +72,23 @@ def layout_error(management: ManagementClient, name: str, vhost: str) -> str | N
         exchange = management.exchange(name, vhost)
     except NotFound:
         return f"there is no exchange {name!r}"
+    return _layout_error_of(management, name, vhost, exchange)
+
+
+def layout_errors(management: ManagementClient, names: list[str], vhost: str
+                  ) -> dict[str, str | None]:
+    """:func:`layout_error` of each of ``names``: a few one by one, more from one listing of
+    the vhost's exchanges (a proxy that starts beside thousands of x-rtopic exchanges asks the
+    API once, not thousands of times). Blocking."""
+    if len(names) <= BATCH_CHECK:
+        return {name: layout_error(management, name, vhost) for name in names}
+    listed = {e.get("name"): e for e in management.exchanges(vhost)}
+    return {name: _layout_error_of(management, name, vhost, listed[name]) if name in listed
+            else f"there is no exchange {name!r}" for name in names}
+
+
+def _layout_error_of(management: ManagementClient, name: str, vhost: str,
+                     exchange: dict[str, Any]) -> str | None:
     if exchange.get("type") != "fanout":
         return f"exchange {name!r} is of type {exchange.get('type')!r}, not the layout's fanout"
     if (exchange.get("arguments") or {}).get(LAYOUT_ARGUMENT) == "rtopic":
@@ -131,7 +154,8 @@ class VhostCatalog:
 
     def __init__(self, uri: str, management: ManagementClient, vhost: str,
                  loop: asyncio.AbstractEventLoop,
-                 on_wrong_broker: Callable[[str], Any] | None = None) -> None:
+                 on_wrong_broker: Callable[[str], Any] | None = None,
+                 events_of: VhostCatalog | None = None) -> None:
         self.vhost = vhost
         self._loop = loop
         self._management = management
@@ -144,9 +168,13 @@ class VhostCatalog:
         # (loop thread) why its broker connection is down right now (None: it is up); while
         # it is down, changes made in the broker are not followed
         self.disconnected: str | None = "not connected yet"
+        # (loop thread) why a change made in the broker may be missed right now although the
+        # connection is up (the event subscription lost, a listing pending); None: no gap
+        self.gap: str | None = None
         self._failed = asyncio.Event()
         self._registrations: set[str] = set()  # names registered in the broker (loop thread)
         self._validating = 0  # registrations being checked (loop thread)
+        self._unchecked: set[str] = set()  # registrations to check this loop turn
         self._registry_ready = False
         self._stopped = False  # (loop thread) no check is made again once stopped
         # what a new NAME.bindings is declared as: direct on RabbitMQ 4, topic before (see
@@ -154,14 +182,18 @@ class VhostCatalog:
         self.bindings_type = "topic"
         self._watchers: dict[str, BindingWatcher] = {}  # pika thread only
         self._pika_connection: Any = None
-        # one event subscription for all the catalog's watchers (not one per exchange)
-        self._feed = EventFeed(f"proxy catalog of vhost {vhost!r}")
+        # one event subscription for all the catalog's watchers (not one per exchange); the
+        # event exchange lives in one vhost: another vhost's catalog has that one's relayed
+        self._feed: EventFeed | RelayedFeed = EventFeed(f"proxy catalog of vhost {vhost!r}")
+        if events_of is not None:
+            self._feed = RelayedFeed(events_of._feed, events_of.run_in_thread)  # type: ignore[arg-type]
         self._registry = BindingWatcher(
             REGISTRY_EXCHANGE, management, vhost=vhost,
             on_add=lambda b: self._registered(b, True),
             on_remove=lambda b: self._registered(b, False),
             on_ready=lambda: self._to_loop(self._on_registry_ready), relist_interval=30.0,
-            feed=self._feed)
+            feed=self._feed, on_current=lambda current: self._to_loop(self._registry_current,
+                                                                      current))
         self._connection = ReconnectingConnection(
             uri, on_ready=self._on_connected, on_lost=self._on_lost,
             declarations=[{"method": "exchange.declare", "exchange": REGISTRY_EXCHANGE,
@@ -185,9 +217,20 @@ class VhostCatalog:
         _name_os_thread(self._thread.name)
         self._connection.run()
 
+    def run_in_thread(self, callback: Callable[[], Any]) -> None:
+        """Runs ``callback`` in the catalog's pika thread."""
+        self._connection.add_callback_threadsafe(callback)
+
+    @property
+    def has_events(self) -> bool:
+        """The catalog's vhost has the event exchange (not found absent so far)."""
+        return isinstance(self._feed, EventFeed) and not self._feed.absent
+
     def stop(self, wait: bool = True) -> None:
         """Closes the catalog's connection (``wait``: until its thread ended, up to 10 s)."""
         self._stopped = True
+        if isinstance(self._feed, RelayedFeed):
+            self._feed.stop()
         self._connection.stop()
         if wait and self._thread.is_alive():
             self._thread.join(10.0)
@@ -281,32 +324,48 @@ class VhostCatalog:
         self._check(name)
 
     def _check(self, name: str) -> None:
-        """Checks the registration of ``name`` (management API, in the executor) and follows
-        it if it holds. A check the API cannot answer is made again after
-        :data:`RECHECK_DELAY` s, the catalog not ready meanwhile: a relist reports only new
-        bindings, and an x-rtopic exchange taken for a plain one would have its publishes
-        sent to the bare fanout ``NAME`` (confirmed, routed nowhere)."""
-        checked = self._loop.run_in_executor(None, layout_error, self._management, name,
+        """Checks the registration of ``name`` with the others of this loop turn (see
+        :meth:`_check_batch`)."""
+        self._unchecked.add(name)
+        if len(self._unchecked) == 1:
+            self._loop.call_soon(self._check_batch)
+
+    def _check_batch(self) -> None:
+        """Checks the registrations (management API, in the executor) and follows those that
+        hold. A check the API cannot answer is made again after :data:`RECHECK_DELAY` s, the
+        catalog not ready meanwhile: a relist reports only new bindings, and an x-rtopic
+        exchange taken for a plain one would have its publishes sent to the bare fanout
+        ``NAME`` (confirmed, routed nowhere)."""
+        names = sorted(self._unchecked)
+        self._unchecked.clear()
+        if not names:
+            return
+        checked = self._loop.run_in_executor(None, layout_errors, self._management, names,
                                              self.vhost)
 
         def done(future: asyncio.Future) -> None:
             try:
-                error = future.result()
+                errors = future.result()
             except Exception as exc:  # noqa: BLE001 - the API failed: not a verdict
                 if self._stopped:
                     return
-                if name in self._registrations:
-                    LOG.warning("vhost %r: cannot check the x-rtopic registration of %r (%s): "
-                                "again in %g s", self.vhost, name, exc, RECHECK_DELAY)
-                    self._loop.call_later(RECHECK_DELAY, self._check, name)
-                    return
-                error = None
-            self._validating -= 1
-            if error is not None:
-                LOG.warning("vhost %r: ignoring the x-rtopic registration of %r: %s",
-                            self.vhost, name, error)
-            elif name in self._registrations:
-                self.learn(name)
+                again = [name for name in names if name in self._registrations]
+                if again:
+                    LOG.warning("vhost %r: cannot check %d x-rtopic registrations (%s, ...) "
+                                "(%s): again in %g s", self.vhost, len(again), again[0], exc,
+                                RECHECK_DELAY)
+                    self._loop.call_later(RECHECK_DELAY, lambda: [self._check(n) for n in again])
+                self._validating -= len(names) - len(again)
+                self._maybe_ready()
+                return
+            for name in names:
+                self._validating -= 1
+                error = errors.get(name)
+                if error is not None:
+                    LOG.warning("vhost %r: ignoring the x-rtopic registration of %r: %s",
+                                self.vhost, name, error)
+                elif name in self._registrations:
+                    self.learn(name)
             self._maybe_ready()
 
         checked.add_done_callback(done)
@@ -390,6 +449,23 @@ class VhostCatalog:
             exchange.bind((binding.destination_type, binding.destination),
                           binding.binding_key, added)
 
+    def _registry_current(self, current: bool) -> None:
+        self.gap = None if current else \
+            "its event subscription was lost: re-listing the x-rtopic exchanges"
+
+    def _exchange_current(self, name: str, current: bool) -> None:
+        """The bindings of ``name`` may be missing a change (``current`` False: the event
+        subscription was lost) or are listed again: its publishes wait meanwhile, as before its
+        first listing, rather than being routed by a table that may be stale."""
+        exchange = self.exchanges.get(name.encode("utf-8"))
+        if exchange is None:
+            return
+        if current:
+            exchange.ready.set()
+        else:
+            exchange.rewritten.clear()  # a cached rewrite is taken before the ready check
+            exchange.ready.clear()
+
     def _set_ready(self, name: str) -> None:
         exchange = self.exchanges.get(name.encode("utf-8"))
         if exchange is not None:
@@ -440,8 +516,10 @@ class VhostCatalog:
             name + BINDINGS_SUFFIX, self._management, vhost=self.vhost,
             on_add=lambda b: self._to_loop(self._apply, name, b, True),
             on_remove=lambda b: self._to_loop(self._apply, name, b, False),
-            on_ready=lambda: self._to_loop(self._set_ready, name), relist_interval=30.0,
-            feed=self._feed)
+            on_ready=lambda: self._to_loop(self._set_ready, name),
+            relist_interval=EXCHANGE_RELIST,
+            feed=self._feed, on_current=lambda current: self._to_loop(
+                self._exchange_current, name, current))
         connection = self._pika_connection
         if connection is not None and connection.is_open:
             watcher.start(connection)
@@ -485,6 +563,7 @@ class Catalog:
         self._vhosts: dict[str, VhostCatalog] = {}
         self._users: dict[str, int] = {}
         self._pinned: set[str] = set()
+        self._own: str | None = None  # the proxy's own vhost (see vhost())
         self._lingering: dict[str, asyncio.TimerHandle] = {}
 
     @property
@@ -494,8 +573,11 @@ class Catalog:
 
     def vhost(self, name: str) -> VhostCatalog:
         """The catalog of vhost ``name``, started now if needed and kept until the proxy
-        stops (the proxy's own vhost)."""
+        stops (the proxy's own vhost: the other vhosts' catalogs take the events from its
+        connection, where RabbitMQ's event exchange is by default)."""
         self._pinned.add(name)
+        if self._own is None:
+            self._own = name
         return self._start(name)
 
     def acquire(self, name: str) -> VhostCatalog:
@@ -529,8 +611,12 @@ class Catalog:
     def _start(self, name: str) -> VhostCatalog:
         catalog = self._vhosts.get(name)
         if catalog is None:
+            own = self._vhosts.get(self._own) if self._own is not None else None
+            events_of = own if own is not None and own.has_events and name != own.vhost \
+                else None
             catalog = self._vhosts[name] = VhostCatalog(self._uri, self._management, name,
-                                                        self._loop, self._on_wrong_broker)
+                                                        self._loop, self._on_wrong_broker,
+                                                        events_of)
             LOG.info("proxy catalog of vhost %r started", name)
             catalog.start()
         return catalog

@@ -133,6 +133,8 @@ def _readiness(server: ProxyServer, listening: bool) -> str | None:
         return f"no catalog of vhost {vhost!r}"
     if catalog.ready.is_set():
         if catalog.disconnected is None:
+            if catalog.gap is not None:  # publishes wait until it is listed again
+                return f"the catalog of vhost {vhost!r}: {catalog.gap}"[:MAX_REASON]
             if catalog.sync.queue is None:  # other proxies' bind-ok would not wait for it
                 text = (f"the catalog of vhost {vhost!r} does not follow the other proxies' "
                         "changes (its rtroute.rtopic.sync queue is gone)")

@@ -49,6 +49,7 @@ import collections
 import functools
 import logging
 import re
+from time import perf_counter
 from typing import Any, Callable
 
 from rtroute.amqp.content_header import FLAG_HEADERS, FLAGS_OFFSET, ContentHeader
@@ -90,6 +91,8 @@ _REPLIES = {wire.EXCHANGE_BIND: wire.EXCHANGE_BIND_OK, wire.EXCHANGE_UNBIND: wir
 _EMPTY_TABLE = b"\x00\x00\x00\x00"
 _NO_WAIT = 16  # exchange.declare's no-wait bit
 REFUSAL_TIMEOUT = 10.0
+# seconds of routing one client's pump does before it lets the loop serve the others
+PUMP_TURN = 0.005
 # seconds a client waits for the proxy to know the x-rtopic exchanges of its vhost (or the
 # bindings of one exchange) before it is told why not, instead of waiting forever
 READY_TIMEOUT = 15.0
@@ -312,6 +315,9 @@ class Session:
         view = memoryview(buf)
         limit = self.frame_max if self._tuned else wire.PRE_TUNE_FRAME_MAX
         data = b""
+        # one client's routing work (a wildcard over many bindings costs milliseconds) takes
+        # turns with the others' and with the proxy's own (HTTP, signals)
+        deadline = perf_counter() + PUMP_TURN
         try:
             while True:
                 # the scanner passes over every frame that goes on as it is (see
@@ -369,7 +375,10 @@ class Session:
                             publishing[channel] = (exchange, head[:frame_end - pos])
                             self._route(channel, head[frame_end - pos:], out)
                             run = pos = header_end  # the body frames: as is (or void if the
-                            continue                # channel was closed instead)
+                            if perf_counter() > deadline:  # channel was closed instead)
+                                self._hold(_next_turn)  # the other clients' turn
+                                break
+                            continue
                         if not exchange.ready.is_set():
                             self._hold(functools.partial(self._exchange_ready, exchange))
                             break  # this frame again when the wait is over
@@ -401,6 +410,10 @@ class Session:
                         pass  # the rest of a refused publish
                     elif kind == wire.FRAME_HEADER:
                         self._route(channel, bytes(view[pos:frame_end]), out)
+                        if perf_counter() > deadline:  # the other clients' turn
+                            pos = frame_end
+                            self._hold(_next_turn)
+                            break
                     else:
                         out.append(view[pos:frame_end])
                 pos = frame_end
@@ -836,6 +849,11 @@ class Session:
 
 # RabbitMQ's refusal of a permission (3.x: "access to", 4.x: "read access to"...)
 _PERMISSION_REFUSED = re.compile(rb"ACCESS_REFUSED - (?:\w+ )?access to ")
+
+
+async def _next_turn() -> None:
+    """Until the loop served what else is ready (see :data:`PUMP_TURN`)."""
+    await asyncio.sleep(0)
 
 
 def _as_is(frame: bytes) -> bytes:

@@ -113,12 +113,20 @@ def new_session() -> tuple[Session, _Transport, _Transport]:
     return session, client, broker
 
 
-def feed(pieces: list[bytes], scanner: type) -> tuple[bytes, int]:
-    """The bytes the broker got from a client that sent ``pieces``, and the rewrites."""
-    asyncio.set_event_loop(asyncio.new_event_loop())
+def feed(pieces: list[bytes], scanner: type, turns: list[int] | None = None
+         ) -> tuple[bytes, int]:
+    """The bytes the broker got from a client that sent ``pieces``, and the rewrites (the loop
+    runs while the session lets the others have their turn; ``turns`` counts them)."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
     session, _client, broker = new_session()
     for piece in pieces:
         session.client_data(piece)
+        while session._held:
+            if turns is not None:
+                turns.append(1)
+            loop.run_until_complete(asyncio.sleep(0))
+    loop.close()
     assert not session._from_client and not session._publishing
     return bytes(broker.data), session.rewritten
 
@@ -157,6 +165,18 @@ def test_client_bytes_reach_the_broker_alike_however_they_are_cut(scanner):
     assert feed([bytes((b,)) for b in data], scanner) == (whole, rewritten)
     for seed in range(20):
         assert feed(cuts(data, seed), scanner) == (whole, rewritten), seed
+
+
+def test_a_client_with_routing_work_lets_the_others_have_turns_and_its_bytes_stay_alike(
+        scanner, monkeypatch):
+    data = client_stream()
+    whole = feed([data], scanner)
+    monkeypatch.setattr(session_module, "PUMP_TURN", 0.0)  # a turn after each routed message
+    turns: list[int] = []
+    assert feed([data], scanner, turns) == whole
+    assert len(turns) >= 3  # after messages routed rather than taken from the cache
+    for seed in range(5):
+        assert feed(cuts(data, seed), scanner) == whole, seed
 
 
 def test_what_the_broker_gets_for_each_publish(scanner):

@@ -1,0 +1,24 @@
+"""`rtroute bench proxy-isolation` runs end to end against the broker and reports its figures
+(what they are is for docs/proxy.md, not asserted here: no timed assertion in the suite)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from rtroute.cli import main
+
+pytestmark = pytest.mark.broker
+
+
+def test_the_isolation_bench_reports_rates_and_answer_times(broker_uri, management_uri, tmp_path):
+    out = tmp_path / "isolation.json"
+    result = CliRunner().invoke(main, [
+        "bench", "proxy-isolation", "--uri", broker_uri, "--management-uri", management_uri,
+        "--seconds", "0.5", "--bindings", "500", "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "confirms/s" in result.output and "SIGTERM under that load" in result.output
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["unit"] for r in rows] == ["msg/s", "s", "s", "s"]
+    assert rows[0]["value"] > 0 and rows[0]["baseline_value"] > 0
