@@ -3,7 +3,7 @@
 One x-rtopic exchange with 20,000 bindings over 100 queues (made on ``NAME.bindings`` directly).
 A well-behaved client publishes a literal key with confirms, one at a time, for ``--seconds``
 alone, then again while a hostile client publishes ``#`` (every binding matches) as fast as it
-can, without confirms. Reported: both confirm rates and their ratio, the time a new client
+can, without confirms, a header that changes per message (so each is routed). Reported: both confirm rates and their ratio, the time a new client
 takes to connect and open a channel, and ``/readyz``'s answer time, both while the hostile
 client runs, and how long the proxy takes to stop after SIGTERM under that load.
 """
@@ -101,9 +101,13 @@ def run(uri: str, management_uri: str | None, seconds: float = 3.0,
         def hog() -> None:
             conn = pika.BlockingConnection(pika.URLParameters(through))
             out = conn.channel()
+            sent = 0
             while not stop.is_set():
                 try:
-                    out.basic_publish(name, "#", b"h")
+                    # a header that changes per message, as amqplib's clients send: no cached
+                    # rewrite, each message routed and planned
+                    sent += 1
+                    out.basic_publish(name, "#", b"h", pika.BasicProperties(headers={"n": sent}))
                     conn.process_data_events(0)
                 except Exception:  # noqa: BLE001 - the proxy stopped under it
                     return

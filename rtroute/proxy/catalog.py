@@ -114,7 +114,8 @@ def _name_os_thread(name: str) -> None:
 class RTopic:
     """One x-rtopic exchange as a proxy knows it (loop thread)."""
 
-    __slots__ = ("name", "ready", "rewritten", "router", "wire_bindings", "wire_name")
+    __slots__ = ("name", "planned", "ready", "rewritten", "router", "wire_bindings",
+                 "wire_name")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -126,9 +127,19 @@ class RTopic:
         # headers -> (the pair rewritten, the rewritten header's length); emptied by every
         # binding change
         self.rewritten: dict[bytes, tuple[bytes, int]] = {}
+        # (routing key, CC, BCC, the alias header, frame_max) -> the router's decision, for
+        # messages whose other headers differ (amqplib sends a table with every message): a
+        # wildcard over thousands of bindings is planned once, not per message; emptied by
+        # every binding change too
+        self.planned: dict[tuple, Any] = {}
+
+    def forget_rewrites(self) -> None:
+        """The binding table changed (or may have): no rewrite or plan made before holds."""
+        self.rewritten.clear()
+        self.planned.clear()
 
     def bind(self, destination: tuple[str, str], key: str, added: bool) -> None:
-        self.rewritten.clear()
+        self.forget_rewrites()
         if added:
             self.router.bind(destination, key)
         else:
@@ -463,7 +474,7 @@ class VhostCatalog:
         if current:
             exchange.ready.set()
         else:
-            exchange.rewritten.clear()  # a cached rewrite is taken before the ready check
+            exchange.forget_rewrites()  # a cached rewrite is taken before the ready check
             exchange.ready.clear()
 
     def _set_ready(self, name: str) -> None:

@@ -657,7 +657,14 @@ class Session:
             key = routing_key.decode("utf-8")
         except UnicodeDecodeError:
             key = None
-        decision = router.decide_many([(key, headers)])[0] if key is not None else None
+        plan_key = _plan_key(key, headers, self._bcc_alias, self.frame_max)
+        decision = exchange.planned.get(plan_key) if plan_key is not None else None
+        if decision is None and key is not None:
+            decision = router.decide_many([(key, headers)])[0]
+            if plan_key is not None:
+                if len(exchange.planned) >= 4096:
+                    exchange.planned.clear()
+                exchange.planned[plan_key] = decision
         if decision is None or decision.error is not None:
             # as published (a CC or BCC that is no array: the broker closes the channel as it
             # would with the plugin)
@@ -849,6 +856,27 @@ class Session:
 
 # RabbitMQ's refusal of a permission (3.x: "access to", 4.x: "read access to"...)
 _PERMISSION_REFUSED = re.compile(rb"ACCESS_REFUSED - (?:\w+ )?access to ")
+
+
+def _plan_key(key: str | None, headers: dict | None, alias: str, frame_max: int
+              ) -> tuple | None:
+    """What the router's decision for a message depends on: its routing key, its ``CC``,
+    ``BCC`` and alias headers (string lists: anything else is decided each time) and the
+    frame size; None: not to be cached."""
+    if key is None:
+        return None
+    if headers is None:
+        return (key, frame_max)
+    parts: list[Any] = [key, frame_max]
+    for name in ("CC", "BCC", alias):
+        value = headers.get(name)
+        if value is None:
+            parts.append(None)
+        elif type(value) is list and all(type(v) is str for v in value):
+            parts.append(tuple(value))
+        else:
+            return None
+    return tuple(parts)
 
 
 async def _next_turn() -> None:
