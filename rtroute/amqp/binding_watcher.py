@@ -29,6 +29,10 @@ queue or a destination exchange emits ``binding.deleted`` for each of its bindin
 
 Everything here runs in the connection's ioloop thread, and so do the callbacks.
 
+Size: the subscription, the listing, the buffered replay and the reconciliation are one protocol
+(steps 1-4) over one table, whether the events come from the watcher's own channel or from a
+shared :class:`~rtroute.amqp.event_feed.EventFeed`; split, the gap-free rule would span modules.
+
 Callbacks can arrive late: pika still answers a request made before ``channel.close()``, opens a
 channel whose open was requested before :meth:`BindingWatcher.stop`, and reports closes of
 channels the watcher has let go. Only the channel in ``_channel`` is the watcher's; every

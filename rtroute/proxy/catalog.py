@@ -41,13 +41,13 @@ from rtroute.amqp.event_feed import EventFeed, RelayedFeed
 from rtroute.amqp.field_table import encode_table
 from rtroute.amqp.management import ManagementClient, NotFound, WrongBroker
 from rtroute.amqp.uri import mask_uri, parse_uri
+from rtroute.proxy.registration import layout_errors
 from rtroute.proxy.sync import SYNC_EXCHANGE, ProxySync
 from rtroute.routing.delivery_plan import bindings_exchange_type
 from rtroute.routing.exchange_router import ExchangeRouter
 from rtroute.sidecar.layout import LAYOUT_ARGUMENT
 
-__all__ = ["LAYOUT_ARGUMENT", "LAYOUT_ARGUMENTS", "REGISTRY_EXCHANGE", "Catalog",
-           "VhostCatalog"]
+__all__ = ["LAYOUT_ARGUMENT", "LAYOUT_ARGUMENTS", "REGISTRY_EXCHANGE", "Catalog", "VhostCatalog"]
 
 LOG = logging.getLogger(__name__)
 REGISTRY_EXCHANGE = "rtroute.rtopic"
@@ -57,50 +57,8 @@ LAYOUT_ARGUMENTS = encode_table({LAYOUT_ARGUMENT: "rtopic"})
 LINGER = 5.0
 # seconds before a registration check the management API could not answer is made again
 RECHECK_DELAY = 5.0
-# seconds between the fallback re-listings of one exchange's bindings: the events keep them
-# current and a lost subscription makes every watcher list again at once, so this is only a
-# backstop (every 30 s, thousands of exchanges would keep the management API busy)
+# seconds between fallback re-listings of an exchange's bindings (the events keep them current)
 EXCHANGE_RELIST = 300.0
-# registrations checked one by one at most; more at once are checked from one listing
-BATCH_CHECK = 8
-
-
-def layout_error(management: ManagementClient, name: str, vhost: str) -> str | None:
-    """Why a registration of ``name`` must not be followed (None: it is an x-rtopic exchange
-    of the layout: see the module doc). Blocking: management API requests."""
-    try:
-        exchange = management.exchange(name, vhost)
-    except NotFound:
-        return f"there is no exchange {name!r}"
-    return _layout_error_of(management, name, vhost, exchange)
-
-
-def layout_errors(management: ManagementClient, names: list[str], vhost: str
-                  ) -> dict[str, str | None]:
-    """:func:`layout_error` of each of ``names``: a few one by one, more from one listing of
-    the vhost's exchanges (a proxy that starts beside thousands of x-rtopic exchanges asks the
-    API once, not thousands of times). Blocking."""
-    if len(names) <= BATCH_CHECK:
-        return {name: layout_error(management, name, vhost) for name in names}
-    listed = {e.get("name"): e for e in management.exchanges(vhost)}
-    return {name: _layout_error_of(management, name, vhost, listed[name]) if name in listed
-            else f"there is no exchange {name!r}" for name in names}
-
-
-def _layout_error_of(management: ManagementClient, name: str, vhost: str,
-                     exchange: dict[str, Any]) -> str | None:
-    if exchange.get("type") != "fanout":
-        return f"exchange {name!r} is of type {exchange.get('type')!r}, not the layout's fanout"
-    if (exchange.get("arguments") or {}).get(LAYOUT_ARGUMENT) == "rtopic":
-        return None
-    sidecar = {("queue", f"rtroute.ingress.{name}"), ("exchange", f"{name}.shards")}
-    if any((b.destination_type, b.destination) in sidecar
-           for b in management.exchange_bindings(name, vhost)):
-        return None
-    return (f"exchange {name!r} was neither declared x-rtopic through a proxy nor is it a "
-            "sidecar's ingress")
-
-
 def _name_os_thread(name: str) -> None:
     """Gives the calling thread ``name`` in the OS too (``top -H``, ``/proc/PID/task``; Linux
     keeps 15 bytes), so an operator sees what the proxy's threads are."""
@@ -193,8 +151,7 @@ class VhostCatalog:
         self.bindings_type = "topic"
         self._watchers: dict[str, BindingWatcher] = {}  # pika thread only
         self._pika_connection: Any = None
-        # one event subscription for all the catalog's watchers (not one per exchange); the
-        # event exchange lives in one vhost: another vhost's catalog has that one's relayed
+        # one event subscription for all its watchers; other vhosts' events come relayed
         self._feed: EventFeed | RelayedFeed = EventFeed(f"proxy catalog of vhost {vhost!r}")
         if events_of is not None:
             self._feed = RelayedFeed(events_of._feed, events_of.run_in_thread)  # type: ignore[arg-type]

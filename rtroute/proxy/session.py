@@ -131,6 +131,10 @@ class Session:
         bcc_alias: the sidecar's BCC alias header, honoured and stripped here too.
         on_refusal: ``on_refusal(kind)`` for each refusal the proxy itself makes (metrics).
         on_open: called once the broker accepted the client's login (its ``open-ok``).
+
+    Size: one state machine per client connection (see the module's Size paragraph): the pumps,
+    the methods they rewrite and the answers they hold share its per-channel state; the
+    permission probe and the proxies' agreement live in their own modules.
     """
 
     def __init__(self, catalogs: Catalog, client: asyncio.Transport,
