@@ -333,17 +333,21 @@ def bench_proxy(uri: str, management_uri: str | None, plugin_uri: str | None, re
 @click.option("--seconds", default=3.0, show_default=True, type=click.FloatRange(0.5, 60),
               help="How long each confirm rate is measured.")
 @click.option("--bindings", default=20_000, show_default=True, type=click.IntRange(100),
-              help="Bindings of the x-rtopic exchange, over 100 queues ('#' matches all).")
+              help="Bindings of the x-rtopic exchange ('#' matches all).")
+@click.option("--queues", default=100, show_default=True, type=click.IntRange(1, 1000),
+              help="Queues the bindings are spread over (each '#' message reaches all).")
 @json_option
 def bench_proxy_isolation(uri: str, management_uri: str | None, seconds: float, bindings: int,
-                          json_path: str | None) -> None:
+                          queues: int, json_path: str | None) -> None:
     """Can one client take `rtroute proxy` from the others? A confirm rate alone and beside a
     client publishing '#' over 20,000 bindings as fast as it can; a new client's connect time,
     /readyz's answer time and SIGTERM's stop time under that load."""
     from rtroute.bench.proxy_isolation import json_rows, run
 
-    figures = run(uri, management_uri, seconds, echo=click.echo, bindings=bindings)
-    _save(json_path, "proxy-isolation", {"seconds": seconds, "bindings": bindings},
+    figures = run(uri, management_uri, seconds, echo=click.echo, bindings=bindings,
+                  queues=queues)
+    _save(json_path, "proxy-isolation", {"seconds": seconds, "bindings": bindings,
+                                         "queues": queues},
           json_rows(figures), uri=uri)
 
 

@@ -78,7 +78,8 @@ def _readyz(http: int) -> None:
 
 
 def run(uri: str, management_uri: str | None, seconds: float = 3.0,
-        echo: Callable[[str], Any] = print, bindings: int = BINDINGS) -> dict[str, float]:
+        echo: Callable[[str], Any] = print, bindings: int = BINDINGS,
+        queues: int = QUEUES) -> dict[str, float]:
     name = f"rtroute-bench-isolation-{uuid.uuid4().hex[:6]}"
     direct = pika.BlockingConnection(pika.URLParameters(uri))
     ch = direct.channel()
@@ -89,12 +90,12 @@ def run(uri: str, management_uri: str | None, seconds: float = 3.0,
         setup = pika.BlockingConnection(pika.URLParameters(through))
         setup.channel().exchange_declare(name, "x-rtopic", auto_delete=False)
         setup.close()
-        queues = [f"{name}-q{i}" for i in range(QUEUES)]
-        for queue in queues:
+        names = [f"{name}-q{i}" for i in range(queues)]
+        for queue in names:
             ch.queue_declare(queue, arguments={"x-max-length": 1000})
         for i in range(bindings):
-            ch.queue_bind(queues[i % QUEUES], f"{name}.bindings", f"k{i}.a{i % 7}.b{i % 13}.c")
-        echo(f"{bindings} bindings over {QUEUES} queues on {name}")
+            ch.queue_bind(names[i % queues], f"{name}.bindings", f"k{i}.a{i % 7}.b{i % 13}.c")
+        echo(f"{bindings} bindings over {queues} queues on {name}")
         solo = _confirm_rate(through, name, seconds)
         echo(f"alone: {solo:,.0f} confirms/s")
 
@@ -131,7 +132,7 @@ def run(uri: str, management_uri: str | None, seconds: float = 3.0,
         stop.set()
         if proc.poll() is None:
             proc.kill()
-        for i in range(QUEUES):
+        for i in range(queues):
             ch.queue_delete(f"{name}-q{i}")
         ch.exchange_delete(f"{name}.bindings")
         ch.exchange_delete(name)

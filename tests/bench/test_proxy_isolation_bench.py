@@ -16,7 +16,7 @@ def test_the_isolation_bench_reports_rates_and_answer_times(broker_uri, manageme
     out = tmp_path / "isolation.json"
     result = CliRunner().invoke(main, [
         "bench", "proxy-isolation", "--uri", broker_uri, "--management-uri", management_uri,
-        "--seconds", "0.5", "--bindings", "500", "--json", str(out)])
+        "--seconds", "0.5", "--bindings", "200", "--queues", "5", "--json", str(out)])
     assert result.exit_code == 0, result.output
     assert "confirms/s" in result.output and "SIGTERM under that load" in result.output
     rows = json.loads(out.read_text())["rows"]
