@@ -15,10 +15,22 @@ again, and lists then.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from rtroute.amqp.binding_watcher import BindingWatcher
+
+class BindingWatcher(Protocol):
+    """What the feed needs of a watcher (:class:`rtroute.amqp.binding_watcher.BindingWatcher`,
+    which imports this module: the feed names no class of it)."""
+
+    exchange: str
+
+    def _feed_subscribed(self) -> None: ...
+
+    def _feed_absent(self) -> None: ...
+
+    def _feed_lost(self, reason: str) -> None: ...
+
+    def _feed_event(self, kind: str, headers: dict[str, Any]) -> None: ...
 
 __all__ = ["EventFeed", "RelayedFeed"]
 
