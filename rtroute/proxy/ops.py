@@ -132,17 +132,17 @@ def _readiness(server: ProxyServer, listening: bool) -> str | None:
     if catalog is None:
         return f"no catalog of vhost {vhost!r}"
     if catalog.ready.is_set():
-        if catalog.disconnected is None:
-            if catalog.gap is not None:  # publishes wait until it is listed again
-                return f"the catalog of vhost {vhost!r}: {catalog.gap}"[:MAX_REASON]
-            if catalog.sync.queue is None:  # other proxies' bind-ok would not wait for it
-                text = (f"the catalog of vhost {vhost!r} does not follow the other proxies' "
-                        "changes (its rtroute.rtopic.sync queue is gone)")
-                return text[:MAX_REASON]
+        if catalog.disconnected is not None:
+            # what it knows may be going stale: changes made meanwhile are not followed
+            text = (f"the catalog of vhost {vhost!r} lost its broker connection: "
+                    f"{catalog.disconnected}")
+        elif catalog.gap is not None:  # publishes wait until it is listed again
+            text = f"the catalog of vhost {vhost!r}: {catalog.gap}"
+        elif catalog.sync.queue is None:  # other proxies' bind-ok would not wait for it
+            text = (f"the catalog of vhost {vhost!r} does not follow the other proxies' "
+                    "changes (its rtroute.rtopic.sync queue is gone)")
+        else:
             return None
-        # what it knows may be going stale: changes made meanwhile are not followed
-        text = (f"the catalog of vhost {vhost!r} lost its broker connection: "
-                f"{catalog.disconnected}")
     else:
         reason = catalog.failure or catalog.last_error
         text = f"the catalog of vhost {vhost!r} is not ready" + (f": {reason}" if reason else "")

@@ -28,7 +28,6 @@ docs/proxy.md's permissions table.
 from __future__ import annotations
 
 import asyncio
-import collections
 from typing import Callable
 
 from rtroute.proxy import wire
@@ -68,8 +67,9 @@ class ProbeChannel:
         self.watched: tuple[int, ...] = ()  # (channel,) once known: frames the pumps stop at
         self._offered = 0  # channel_max offered to the client (0: none)
         self._open = False
-        self._waiting: collections.deque[tuple[bytes, asyncio.Future[bytes | None]]] = \
-            collections.deque()
+        # the answer awaited: one probe at a time (the session holds the client's stream
+        # while it waits)
+        self._waiting: asyncio.Future[bytes | None] | None = None
 
     def offer(self, tune: bytes) -> bytes:
         """The broker's ``connection.tune`` as the client gets it: one channel less."""
@@ -96,7 +96,7 @@ class ProbeChannel:
         """None if the client's user may write to exchange ``name``, else the broker's
         ``channel.close`` text refusing it."""
         answer: asyncio.Future[bytes | None] = asyncio.get_running_loop().create_future()
-        self._waiting.append((name, answer))
+        self._waiting = answer
         frames = wire.unbind(self.channel, wire.EXCHANGE_UNBIND, name, b"", PROBE_KEY)
         if not self._open:
             self._open = True
@@ -111,22 +111,18 @@ class ProbeChannel:
             self._write(wire.method_frame(self.channel, wire.CHANNEL_CLOSE_OK, b""))
             code = wire.U16.unpack_from(frame, 11)[0]
             text = wire.short(frame[7:-1], 6)[0]
-            if self._waiting:
-                _, answer = self._waiting.popleft()
-                allowed = code == 403 and text.endswith(_DEFAULT_EXCHANGE_REFUSED)
-                if not answer.done():
-                    answer.set_result(None if allowed else text)
-            for _, answer in self._waiting:  # (one probe at a time: none)
-                if not answer.done():
-                    answer.set_result(text)
-            self._waiting.clear()
-        elif method == wire.EXCHANGE_UNBIND_OK and self._waiting:
+            allowed = code == 403 and text.endswith(_DEFAULT_EXCHANGE_REFUSED)
+            self._answer(None if allowed else text)
+        elif method == wire.EXCHANGE_UNBIND_OK:
             # a broker that takes the default exchange as a source: write was checked first
-            _, answer = self._waiting.popleft()
-            if not answer.done():
-                answer.set_result(None)
+            self._answer(None)
+
+    def _answer(self, refused: bytes | None) -> None:
+        answer, self._waiting = self._waiting, None
+        if answer is not None and not answer.done():
+            answer.set_result(refused)
 
     def close(self) -> None:
-        for _, answer in self._waiting:
+        answer, self._waiting = self._waiting, None
+        if answer is not None:
             answer.cancel()
-        self._waiting.clear()
