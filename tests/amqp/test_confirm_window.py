@@ -467,11 +467,24 @@ def test_full_queue_with_reject_publish_nacks(channel, names, depth):
 
 @pytest.mark.broker
 def test_channel_closed_by_broker_fails_every_unconfirmed_publish(ioloop, names):
+    # Whether persistent publishes are still unconfirmed when the 404 closes the channel is the
+    # broker's timing (a quick fsync confirms all 3,000 first, seen once on 4.0.5). The
+    # accounting is checked on every attempt; the case that matters (more than the bad publish
+    # failed) must come up within a few attempts, or the test fails.
+    for attempt in range(4):
+        failed = _close_the_channel_under_3000_persistent_publishes(ioloop, names)
+        if len(failed) > 1:  # persistent publishes were still waiting for their confirms
+            return
+    pytest.fail(f"every persistent publish was confirmed before the channel closed, "
+                f"{attempt + 1} times")
+
+
+def _close_the_channel_under_3000_persistent_publishes(ioloop, names) -> list:
     queue = names.queue()
     runner = ioloop(declarations=[{"method": "queue.declare", "queue": queue, "durable": True}])
     closed = threading.Event()
     window, submit = open_window(runner, 5000, on_closed=lambda _reason: closed.set())
-    jobs = [("", queue, b"m" * 100, PERSISTENT, False)] * 3000
+    jobs = [("", queue, b"m" * 4096, PERSISTENT, False)] * 3000
     jobs.append((names.exchange("missing"), "k", b"x", None, False))  # 404 closes the channel
     futures = submit(jobs)
     assert closed.wait(10)
@@ -479,11 +492,12 @@ def test_channel_closed_by_broker_fails_every_unconfirmed_publish(ioloop, names)
     failed = [f for f in futures if f.outcome is Outcome.FAILED]
     assert window.acked + len(failed) == len(futures) == 3001
     assert futures[-1].outcome is Outcome.FAILED
-    assert len(failed) > 1  # persistent publishes were still waiting for their confirms
-    assert "NOT_FOUND" in failed[0].reason
+    assert all("NOT_FOUND" in f.reason for f in failed)
+    assert all(f.outcome is Outcome.ACKED for f in futures if f not in failed)
     assert window.in_flight == 0
     with pytest.raises(WindowClosed):
         runner.call(lambda: window.publish("", queue, b"late"))
+    return failed
 
 
 @pytest.mark.broker
