@@ -444,12 +444,14 @@ def _check_bindings(path: str, kind: str) -> None:
 def _register_groups() -> None:
     """Command groups that live beside the code they drive."""
     from rtroute.bench.commands import bench
+    from rtroute.definitions.commands import definitions
     from rtroute.divert.commands import divert
     from rtroute.proxy.commands import proxy
     from rtroute.shovel.commands import shovel
     from rtroute.spark.commands import spark
 
     main.add_command(bench)
+    main.add_command(definitions)
     main.add_command(divert)
     main.add_command(proxy)
     main.add_command(shovel)

@@ -100,8 +100,9 @@ if [ "${legs[*]}" = quick ]; then
 else
     bash scripts/ensure-rabbitmq.sh
     # the real x-rtopic plugin (../shared, where present: CI has it) is the live reference of
-    # the parity suites in the 3.10 leg: its node starts beside the setup
-    if wants 3.10 && [ -f "$SHARED/rtopic-plugin/node.sh" ]; then
+    # the parity suites in the 3.10 leg and a source of the 4.3 leg's migration test: its node
+    # starts beside the setup
+    if { wants 3.10 || wants 4.3; } && [ -f "$SHARED/rtopic-plugin/node.sh" ]; then
         sh "$SHARED/rtopic-plugin/node.sh" start >.test-logs/rtopic-plugin.log 2>&1 &
         plugin_pid=$!
     fi
@@ -164,13 +165,60 @@ finish_leg() {
     esac
 }
 
+# node_up SERIES: the status of scripts/start-rabbitmq4.sh SERIES (waits for it once)
+declare -A node_status=()
+node_up() {
+    if [ -z "${node_status[$1]:-}" ]; then
+        node_status[$1]=0
+        wait "${node_pid[$1]}" || node_status[$1]=$?
+    fi
+    return "${node_status[$1]}"
+}
+
+# plugin_up: the x-rtopic plugin's 3.10.8 node (5702) answers (waits for its start once)
+plugin_status=
+plugin_up() {
+    if [ -z "$plugin_status" ]; then
+        plugin_status=1
+        if [ -n "$plugin_pid" ] && wait "$plugin_pid"; then plugin_status=0
+        elif [ -n "$plugin_pid" ]; then
+            say "the x-rtopic plugin's node did not start (.test-logs/rtopic-plugin.log):" \
+                "the live plugin checks skip" >&2
+        else
+            say "no $SHARED/rtopic-plugin: the live plugin checks skip"
+        fi
+    fi
+    return "$plugin_status"
+}
+
+# rtopic4 enable|disable: the real x-rtopic plugin v4.0.9 ($SHARED/rtopic-plugin-4, built for
+# 4.0.5) on the 4.0 node, at runtime: a source of the 4.3 leg's migration test while that leg
+# runs, off again before the 4.0 leg (which tests rtroute without it)
+rtopic4() {
+    local root=${RABBITMQ4_ROOT:-/srv/trixie} app=rabbitmq_rtopic_exchange-4.0.5 lib
+    lib=$(cd "$root/usr/lib/rabbitmq/lib" 2>/dev/null && ls -d rabbitmq_server-4.0.5 2>/dev/null) \
+        || return 1
+    if [ "$1" = enable ]; then
+        [ "$(id -u)" = 0 ] && [ -d "$SHARED/rtopic-plugin-4/$app/ebin" ] || return 1
+        mkdir -p "$root/usr/lib/rabbitmq/plugins/$app/ebin"
+        cp "$SHARED/rtopic-plugin-4/$app/ebin/"* "$root/usr/lib/rabbitmq/plugins/$app/ebin/"
+    fi
+    chroot "$root" env RABBITMQ_PLUGINS_DIR="/usr/lib/rabbitmq/plugins:/usr/lib/rabbitmq/lib/$lib/plugins" \
+        /usr/sbin/rabbitmq-plugins -n rabbit4@localhost -q "$1" rabbitmq_rtopic_exchange >/dev/null \
+        || return 1
+    # a disabled plugin leaves its exchange type registered (the node would still list and
+    # accept x-rtopic): unregistered as a restart would
+    [ "$1" = enable ] || [ "$(chroot "$root" /usr/sbin/rabbitmqctl -n rabbit4@localhost -q eval \
+        'rabbit_registry:unregister(exchange, <<"x-rtopic">>).')" = ok ]
+}
+
 # broker_leg SERIES MARKER [beside] [ENV=VALUE...]: a leg against the 4.x node of that series,
 # once it is up (beside: in the background, see start_leg)
 broker_leg() {
     local series=$1 marker=$2 started=0 port mgmt ctl mode=run_leg
     shift 2
     if [ "${1:-}" = beside ]; then mode=start_leg; shift; fi
-    wait "${node_pid[$series]}" || started=$?
+    node_up "$series" || started=$?
     sed 's/^/  /' ".test-logs/start-rabbitmq-$series.log"
     case $series in
         4.3) port=5674 mgmt=15674 ctl="chroot ${RABBITMQ43_ROOT:-/srv/sid} rabbitmqctl -n rabbit43@localhost" ;;
@@ -213,9 +261,22 @@ if wants quick; then
 fi
 # The 4.3 leg (the whole broker tier) runs beside the valgrind and sdist checks and the unit
 # leg: it uses only the 4.3 node and nodes of its own, the unit leg no broker but the 3.10 one
+# The migration test of the 4.3 leg exports a plugin user's topology from the plugin's brokers
+sources=() rtopic4_on=0
 if wants 4.3; then
-    if wants unit; then broker_leg 4.3 "$(marker_for broker)" beside
-    else broker_leg 4.3 "$(marker_for broker)"; fi
+    if plugin_up; then
+        sources+=(RTROUTE_TEST_SOURCE_PLUGIN_URI=amqp://guest:guest@127.0.0.1:5702/%2F
+                  RTROUTE_TEST_SOURCE_PLUGIN_MANAGEMENT_URI=http://guest:guest@127.0.0.1:15702/)
+    fi
+    if wants 4.0 && node_up 4.0 && rtopic4 enable; then
+        rtopic4_on=1
+        sources+=(RTROUTE_TEST_SOURCE_PLUGIN4_URI=amqp://guest:guest@127.0.0.1:5673/%2F
+                  RTROUTE_TEST_SOURCE_PLUGIN4_MANAGEMENT_URI=http://guest:guest@127.0.0.1:15673/)
+    else
+        say "the 4.0 node has no x-rtopic plugin: the migration test's 4.0.5 source skips"
+    fi
+    if wants unit; then broker_leg 4.3 "$(marker_for broker)" beside ${sources[@]+"${sources[@]}"}
+    else broker_leg 4.3 "$(marker_for broker)" ${sources[@]+"${sources[@]}"}; fi
 fi
 if wants unit; then
     SECONDS=0
@@ -231,6 +292,10 @@ if wants unit; then
     finish_leg unit-islands
 fi
 if [ -n "${leg_pid[4.3]:-}" ]; then finish_leg 4.3; fi
+if [ "$rtopic4_on" = 1 ] && ! rtopic4 disable; then
+    say "FAILED: the x-rtopic plugin stays enabled on the 4.0 node, whose leg tests without it" >&2
+    status=1
+fi
 # The 4.0 and 3.10 legs run at once (different brokers; each test's names, ports and nodes of
 # its own). A test that needs another broker's management API is given the 4.3 node's, which
 # neither leg restarts, when it answers; else they run one after the other.
@@ -245,14 +310,9 @@ if wants 4.0; then
 fi
 if wants 3.10; then
     plugin=()
-    if [ -n "$plugin_pid" ] && wait "$plugin_pid"; then
+    if plugin_up; then
         plugin=(RTROUTE_TEST_PLUGIN_URI=amqp://guest:guest@127.0.0.1:5702/%2F
                 RTROUTE_TEST_PLUGIN_MANAGEMENT_URI=http://guest:guest@127.0.0.1:15702/)
-    elif [ -n "$plugin_pid" ]; then
-        say "the x-rtopic plugin's node did not start (.test-logs/rtopic-plugin.log):" \
-            "the live plugin checks of the parity suites skip" >&2
-    else
-        say "no $SHARED/rtopic-plugin: the live plugin checks of the parity suites skip"
     fi
     run_leg 3.10 "$(marker_for "broker and every_broker")" ${together[@]+"${together[@]}"} \
         ${plugin[@]+"${plugin[@]}"}

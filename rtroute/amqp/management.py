@@ -404,6 +404,18 @@ class ManagementClient:
         """Delete a dynamic shovel. Raises :class:`NotFound` if there is none by that name."""
         self.request("DELETE", f"parameters/shovel/{_q(vhost)}/{_q(name)}")
 
+    def definitions(self, vhost: str | None = None) -> dict[str, Any]:
+        """``GET /api/definitions`` (the whole broker) or one vhost's export."""
+        return self.request("GET", "definitions" if vhost is None
+                            else f"definitions/{_q(vhost)}") or {}
+
+    def import_definitions(self, definitions: dict[str, Any], vhost: str | None = None) -> None:
+        """``POST /api/definitions`` (an export of the whole broker, its items name their
+        vhost) or ``/api/definitions/VHOST`` (one vhost's export). What exists already with
+        the same properties is left as it is, so importing twice changes nothing."""
+        self.request("POST", "definitions" if vhost is None else f"definitions/{_q(vhost)}",
+                     definitions)
+
     def shovels(self, vhost: str | None = None) -> list[dict[str, Any]]:
         """Shovel status rows (needs the ``rabbitmq_shovel_management`` plugin)."""
         return self.request("GET", "shovels" if vhost is None else f"shovels/{_q(vhost)}")

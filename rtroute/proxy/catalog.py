@@ -43,16 +43,15 @@ from rtroute.amqp.management import ManagementClient, NotFound, WrongBroker
 from rtroute.amqp.uri import mask_uri, parse_uri
 from rtroute.proxy.registration import layout_errors
 from rtroute.proxy.sync import SYNC_EXCHANGE, ProxySync
+from rtroute.routing import rtopic_layout
 from rtroute.routing.delivery_plan import bindings_exchange_type
 from rtroute.routing.exchange_router import ExchangeRouter
-from rtroute.sidecar.layout import LAYOUT_ARGUMENT
+from rtroute.routing.rtopic_layout import BINDINGS_SUFFIX, LAYOUT_ARGUMENT, REGISTRY_EXCHANGE
 
 __all__ = ["LAYOUT_ARGUMENT", "LAYOUT_ARGUMENTS", "REGISTRY_EXCHANGE", "Catalog", "VhostCatalog"]
 
 LOG = logging.getLogger(__name__)
-REGISTRY_EXCHANGE = "rtroute.rtopic"
-BINDINGS_SUFFIX = ".bindings"
-LAYOUT_ARGUMENTS = encode_table({LAYOUT_ARGUMENT: "rtopic"})
+LAYOUT_ARGUMENTS = encode_table({LAYOUT_ARGUMENT: rtopic_layout.LAYOUT_VALUE})
 # seconds a vhost's catalog outlives its last client (a client reconnecting keeps it)
 LINGER = 5.0
 # seconds before a registration check the management API could not answer is made again

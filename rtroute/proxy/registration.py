@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from rtroute.amqp.management import ManagementClient, NotFound
-from rtroute.sidecar.layout import LAYOUT_ARGUMENT
+from rtroute.routing.rtopic_layout import LAYOUT_ARGUMENT, LAYOUT_VALUE
 
 __all__ = ["BATCH_CHECK", "layout_error", "layout_errors"]
 
@@ -42,7 +42,7 @@ def _layout_error_of(management: ManagementClient, name: str, vhost: str,
                      exchange: dict[str, Any]) -> str | None:
     if exchange.get("type") != "fanout":
         return f"exchange {name!r} is of type {exchange.get('type')!r}, not the layout's fanout"
-    if (exchange.get("arguments") or {}).get(LAYOUT_ARGUMENT) == "rtopic":
+    if (exchange.get("arguments") or {}).get(LAYOUT_ARGUMENT) == LAYOUT_VALUE:
         return None
     sidecar = {("queue", f"rtroute.ingress.{name}"), ("exchange", f"{name}.shards")}
     if any((b.destination_type, b.destination) in sidecar

@@ -15,6 +15,10 @@ from rtroute.config import ExchangeConfig
 from rtroute.routing.delivery_plan import bindings_exchange_type
 from rtroute.routing.exchange_router import ExchangeRouter
 
+# the argument an x-rtopic exchange's fanout NAME is declared with (by the sidecar and the
+# proxy): the proxy follows a registration of NAME only for such a NAME (rtroute.proxy.catalog)
+from rtroute.routing.rtopic_layout import LAYOUT_ARGUMENT, LAYOUT_VALUE
+
 if TYPE_CHECKING:
     from rtroute.sidecar.exchange import ManagedExchange
 
@@ -24,9 +28,6 @@ DEAD_LETTER_EXCHANGE = "rtroute.dead"
 CONSISTENT_HASH_TYPE = "x-consistent-hash"
 CONSISTENT_HASH_PLUGIN = "rabbitmq_consistent_hash_exchange"
 DEAD_LETTER_QUEUE = "rtroute.dead"
-# the argument an x-rtopic exchange's fanout NAME is declared with (by the sidecar and the
-# proxy): the proxy follows a registration of NAME only for such a NAME (rtroute.proxy.catalog)
-LAYOUT_ARGUMENT = "x-rtroute-layout"
 
 # rtroute.dead declared as a quorum queue exists as a classic one, or the other way round
 _INEQUIVALENT_DEAD_LETTER_TYPE = re.compile(
@@ -56,7 +57,7 @@ def declarations_for(spec: ExchangeSpec, rtopic_bindings_type: str = "topic") ->
         {"method": "exchange.declare", "exchange": spec.name, "type": "fanout",
          "durable": True,
          # says to proxies that NAME is an x-rtopic exchange's fanout (rtroute.proxy.catalog)
-         "arguments": {LAYOUT_ARGUMENT: "rtopic"} if spec.kind == "rtopic" else {}},
+         "arguments": {LAYOUT_ARGUMENT: LAYOUT_VALUE} if spec.kind == "rtopic" else {}},
         {"method": "exchange.declare", "exchange": spec.bindings_exchange,
          "type": bindings_type, "durable": True, "arguments": bindings_args},
     ]

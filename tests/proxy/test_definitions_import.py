@@ -1,0 +1,164 @@
+"""The move off the plugin, tried on real brokers: a topology made on a broker WITH the x-rtopic
+plugin (3.10.8 + v3.10.5 at ``RTROUTE_TEST_PLUGIN_URI``; 4.0.5 + v4.0.9 at
+``RTROUTE_TEST_PLUGIN4_URI``; each with its ``..._MANAGEMENT_URI``; CI enables the plugin on
+its 4.0 node while the 4.3 leg runs) is exported from it,
+imported into the broker under test (4.3.6 in CI's 4.3 leg, where the plugin cannot start) by
+``rtroute definitions import``, and routes the plugin README's table A-F through ``rtroute
+proxy`` there, with its alternate exchange and its exchange-to-exchange binding."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from urllib.parse import quote
+
+import pika
+import pytest
+
+from rtroute.amqp import ManagementClient
+from rtroute.demo import PLUGIN_QUEUES, PLUGIN_README_TABLE
+
+from ..conftest import MANAGEMENT_URI, broker_uri_for, wait_for
+
+pytestmark = pytest.mark.broker
+
+# CI's 4.3 leg names them RTROUTE_TEST_SOURCE_PLUGIN..., so that the parity suites, which read
+# RTROUTE_TEST_PLUGIN_URI, run their live checks in the 3.10 leg only
+SOURCES = {"plugin-3.10": "PLUGIN", "plugin-4.0": "PLUGIN4"}
+EXCHANGE = "orders"
+UNROUTED_KEY = "nothing.matches.this"
+
+
+def _source(label: str) -> tuple[str, str]:
+    for prefix in (f"RTROUTE_TEST_SOURCE_{SOURCES[label]}", f"RTROUTE_TEST_{SOURCES[label]}"):
+        amqp, http = os.environ.get(f"{prefix}_URI"), os.environ.get(f"{prefix}_MANAGEMENT_URI")
+        if amqp and http:
+            return amqp, http
+    pytest.skip(f"RTROUTE_TEST_{SOURCES[label]}_URI and ..._MANAGEMENT_URI (or "
+                f"RTROUTE_TEST_SOURCE_{SOURCES[label]}_...) name no broker with the x-rtopic "
+                "plugin")
+
+
+def _in_vhost(uri: str, vhost: str) -> str:
+    return uri.split("?", 1)[0].rsplit("/", 1)[0] + "/" + quote(vhost, safe="")
+
+
+def _make_vhost(management: ManagementClient, vhost: str, user: str) -> None:
+    management.request("PUT", f"vhosts/{quote(vhost, safe='')}", {})
+    management.request("PUT", f"permissions/{quote(vhost, safe='')}/{quote(user, safe='')}",
+                       {"configure": ".*", "write": ".*", "read": ".*"})
+
+
+def _plugin_topology(uri: str) -> None:
+    """What a plugin user has: an x-rtopic exchange with an alternate exchange, queues A-F
+    bound with the README's keys, an exchange bound from it, and messages still queued."""
+    conn = pika.BlockingConnection(pika.URLParameters(uri))
+    try:
+        ch = conn.channel()
+        ch.exchange_declare("orders.unrouted", "fanout", durable=True)
+        ch.queue_declare("unrouted", durable=True)
+        ch.queue_bind("unrouted", "orders.unrouted")
+        ch.exchange_declare(EXCHANGE, "x-rtopic", durable=True,
+                            arguments={"alternate-exchange": "orders.unrouted"})
+        for queue, key in PLUGIN_QUEUES.items():
+            ch.queue_declare(queue, durable=True)
+            ch.queue_bind(queue, EXCHANGE, key)
+        ch.exchange_declare("audit", "topic", durable=True)
+        ch.exchange_bind("audit", EXCHANGE, PLUGIN_QUEUES["A"])
+        ch.queue_declare("audit.all", durable=True)
+        ch.queue_bind("audit.all", "audit", "#")
+        ch.confirm_delivery()
+        ch.basic_publish(EXCHANGE, "*.app1.mod1.info", b"before the move")
+        assert ch.queue_declare("F", passive=True).method.message_count == 1  # the plugin routed
+    finally:
+        conn.close()
+
+
+def _export(management: ManagementClient, vhost: str) -> dict:
+    """The whole broker's export, narrowed to ``vhost`` (what an operator would keep)."""
+    data = management.definitions()
+    for kind in ("permissions", "queues", "exchanges", "bindings", "policies", "parameters"):
+        data[kind] = [x for x in data.get(kind, []) if x.get("vhost") == vhost]
+    data["vhosts"] = [v for v in data["vhosts"] if v["name"] == vhost]
+    data["users"], data["global_parameters"], data["topic_permissions"] = [], [], []
+    return data
+
+
+def _rtroute(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rtroute.cli", *args], check=False,
+                          capture_output=True, text=True, timeout=120)
+
+
+def _drain(ch, queue: str) -> list[tuple[str, str]]:
+    got = []
+    while True:
+        method, _props, body = ch.basic_get(queue, auto_ack=True)
+        if method is None:
+            return got
+        got.append((method.exchange, body.decode()))
+
+
+@pytest.mark.parametrize("label", sorted(SOURCES))
+def test_a_plugin_brokers_export_imports_and_routes_the_plugins_table_through_the_proxy(
+        label, mgmt, proxies, tmp_path):
+    amqp, http = _source(label)
+    source = ManagementClient(http)
+    user = pika.URLParameters(amqp).credentials.username
+    vhost = f"rtroute-test-migrate-{uuid.uuid4().hex[:6]}"
+    _make_vhost(source, vhost, user)
+    try:
+        _plugin_topology(_in_vhost(amqp, vhost))
+        exported = tmp_path / "from-plugin.json"
+        exported.write_text(json.dumps(_export(source, vhost)))
+        target = MANAGEMENT_URI
+        # into the plugin's own broker: refused whole, the plugin's exchange named
+        refused = _rtroute("definitions", "import", str(exported), "--management-uri", http)
+        assert refused.returncode == 3, refused.stderr
+        assert f"exchange '{EXCHANGE}'" in refused.stderr and "exists as x-rtopic" in \
+            refused.stderr
+        assert not source.exchange_exists(f"{EXCHANGE}.bindings", vhost)
+
+        done = _rtroute("definitions", "import", str(exported), "--management-uri", target)
+        assert done.returncode == 0, done.stderr
+        assert "1 x-rtopic exchange(s)" in done.stdout
+        before = sorted(json.dumps(x, sort_keys=True) for x in mgmt.exchanges(vhost))
+        again = _rtroute("definitions", "import", str(exported), "--management-uri", target)
+        assert again.returncode == 0, again.stderr
+        assert sorted(json.dumps(x, sort_keys=True) for x in mgmt.exchanges(vhost)) == before
+
+        proxy = proxies()
+        through = pika.BlockingConnection(pika.URLParameters(_in_vhost(proxy.uri, vhost)))
+        direct = pika.BlockingConnection(pika.URLParameters(broker_uri_for(vhost)))
+        try:
+            ch = through.channel()
+            ch.confirm_delivery()
+            # the proxy found the imported registration: the exchange is x-rtopic to clients
+            wait_for(lambda: ch.basic_publish(EXCHANGE, "warm.up", b"") is None, timeout=15)
+            # read through the proxy too: deliveries from NAME.bindings name NAME there
+            d = through.channel()
+            _drain(d, "unrouted")
+            for key, _queues in PLUGIN_README_TABLE:
+                ch.basic_publish(EXCHANGE, key, key.encode())
+            ch.basic_publish(EXCHANGE, UNROUTED_KEY, UNROUTED_KEY.encode())
+            for queue in PLUGIN_QUEUES:
+                expected = [(EXCHANGE, key) for key, queues in PLUGIN_README_TABLE
+                            if queue in queues]
+                assert _drain(d, queue) == expected, queue
+            # the exchange-to-exchange binding moved with the others, the alternate exchange
+            # catches what matches no binding
+            assert _drain(d, "audit.all") == [
+                (EXCHANGE, key) for key, queues in PLUGIN_README_TABLE if "A" in queues]
+            assert _drain(d, "unrouted") == [(EXCHANGE, UNROUTED_KEY)]
+            # a definitions export carries no messages: what was queued stays on the old broker
+            # (docs/migrate.md moves it with a shovel)
+            assert direct.channel().queue_declare("F", passive=True).method.message_count == 0
+        finally:
+            through.close()
+            direct.close()
+    finally:
+        source.request("DELETE", f"vhosts/{quote(vhost, safe='')}")
+        if mgmt.request("GET", "vhosts") and any(
+                v["name"] == vhost for v in mgmt.request("GET", "vhosts")):
+            mgmt.request("DELETE", f"vhosts/{quote(vhost, safe='')}")
