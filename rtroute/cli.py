@@ -344,6 +344,11 @@ def _publish_one(uri: str, exchange: str, routing_key: str, body: bytes,
                + (" and routed" if mandatory else ""))
 
 
+# rtroute status's exit status for a process that answers but is not healthy: EX_UNAVAILABLE,
+# as rabbitmq-diagnostics check_running exits for a node that is not running
+STATUS_NOT_HEALTHY = 69
+
+
 @main.command("status")
 @click.option("--http", "http_listen", default="127.0.0.1:8419", show_default=True,
               envvar="RTROUTE_HTTP", show_envvar=True, metavar="HOST:PORT",
@@ -357,8 +362,14 @@ def status(http_listen: str, token: str | None, token_file: str | None,
     \b
     A sidecar shows one row per exchange and its diverts; a proxy its listeners, client
     connections, catalogs and refusals; a shovel process the columns of
-    `rabbitmqctl shovel_status`. Exit status 1 when nothing answers, the token is refused
-    or the endpoint is not rtroute's.
+    `rabbitmqctl shovel_status`.
+
+    \b
+    Exit status (as rabbitmq-diagnostics check_running's):
+      0   the process answers and is healthy (its /readyz is 200)
+      1   nothing answers, the token is refused or the endpoint is not rtroute's
+      2   a usage error
+      69  the process answers but is not healthy (the status, with its reason, is printed)
 
     \b
     Examples:
@@ -383,6 +394,8 @@ def status(http_listen: str, token: str | None, token_file: str | None,
         raise click.ClickException(f"{url}: not an rtroute endpoint (no rtroute /status in "
                                    "its answer)")
     click.echo(json.dumps(data, indent=1) if as_json else format_status(data))
+    if not data.get("healthy"):
+        sys.exit(STATUS_NOT_HEALTHY)
 
 
 @main.group("config")

@@ -95,7 +95,12 @@ def prometheus_text(status: dict, process: bool = False) -> str:
     ``process`` adds the process metrics and ``rtroute_build_info`` (as ``/metrics`` does)."""
     from rtroute.metrics import render
 
-    return render(status.get("metrics", {}), process=process)
+    metrics = dict(status.get("metrics", {}))
+    # every process kind (sidecar, shovels, proxy, divert) says whether /readyz is 200
+    metrics["rtroute_ready"] = {"help": "1 when /readyz answers 200 (the status is healthy)",
+                                "type": "gauge",
+                                "samples": [({}, int(bool(status.get("healthy", True))))]}
+    return render(metrics, process=process)
 
 
 def merge_status(*statuses: dict) -> dict:

@@ -49,13 +49,19 @@ HANDSHAKE_TIMEOUT = 10.0  # seconds from accept to open-ok, as RabbitMQ's handsh
 CONNECT_TIMEOUT = 10.0  # seconds for the broker's TCP (and TLS) handshake, unless the URI says
 
 
+# what the proxy refuses clients, by kind: each a series of rtroute_proxy_refusals_total from
+# the start (at 0), so that a rate or an alert on it has data before the first refusal
+REFUSAL_KINDS = ("access_refused", "catalog", "channel_max", "frame_error", "frame_too_large",
+                 "handshake_timeout", "publish", "unauthenticated_per_source")
+
+
 @dataclass
 class ProxyStats:
     """Counters of one proxy process (for ``/metrics``)."""
 
     connections: int = 0  # client connections accepted
     rewritten_closed: int = 0  # publishes rewritten by sessions that ended
-    refusals: dict[str, int] = field(default_factory=dict)  # by kind
+    refusals: dict[str, int] = field(default_factory=lambda: dict.fromkeys(REFUSAL_KINDS, 0))
 
     def refused(self, kind: str) -> None:
         self.refusals[kind] = self.refusals.get(kind, 0) + 1

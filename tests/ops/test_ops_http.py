@@ -151,7 +151,13 @@ def test_listen_parsing():
     assert is_loopback("::1") and is_loopback("localhost") and not is_loopback("10.0.0.1")
     with pytest.raises(ValueError):
         split_listen("127.0.0.1")
-    assert prometheus_text({}) == ""
+    assert prometheus_text({"healthy": True}).endswith("rtroute_ready 1.0\n")
+
+
+@pytest.mark.parametrize("healthy", [True, False])
+def test_every_process_kind_has_a_ready_gauge_that_follows_readyz(healthy):
+    text = prometheus_text({"healthy": healthy, "metrics": {}})
+    assert f"rtroute_ready {float(healthy)}" in text.splitlines()
 
 
 # ------------------------------------------------------------------------------ who may do what

@@ -307,3 +307,20 @@ def test_format_status_refuses_what_is_not_an_rtroute_status():
     with pytest.raises(ValueError, match="not the /status"):
         format_status({"healthy": True})
 
+
+
+@pytest.mark.parametrize(("healthy", "code"), [(True, 0), (False, 69)])
+def test_the_exit_status_says_whether_the_process_is_healthy(healthy, code):
+    """As ``rabbitmq-diagnostics check_running``: a script or a probe can act on it (before,
+    ``rtroute status`` exited 0 whatever it showed)."""
+    snapshot = {"healthy": healthy, "connection": "connected", "broker": "amqp://b",
+                "connects": 1, "last_error": None if healthy else "refused",
+                "exchanges": [], "diverts": []}
+    server = OpsServer("127.0.0.1:0", lambda: snapshot).start()
+    try:
+        tables, as_json = status(server.port), status(server.port, "--json")
+    finally:
+        server.stop()
+    assert tables.exit_code == code, tables.output
+    assert ("NOT healthy" in tables.output) is not healthy
+    assert as_json.exit_code == code and json.loads(as_json.output)["healthy"] is healthy
