@@ -426,14 +426,38 @@ def config_check(path: str, as_bindings: bool, kind: str) -> None:
     from rtroute.proxy.config import load_proxy_settings
 
     try:
-        config = load(path)
-        proxy = load_proxy_settings(path)  # [proxy] is checked by the proxy's own reader
+        # a token beyond loopback may come at run time (a Kubernetes Secret's
+        # RTROUTE_HTTP_TOKEN, --token): said below, not an error of the file
+        config = load(path, token_given=True)
+        proxy = load_proxy_settings(path, token_given=True)  # [proxy]: the proxy's own reader
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
     listeners = [*proxy.listen, *proxy.listen_tls]
     proxied = f", a proxy on {', '.join(listeners)}" if listeners else ""
     click.echo(f"{path}: OK ({len(config.exchanges)} exchanges, {len(config.diverts)} diverts, "
                f"{len(config.shovels)} shovels{proxied})")
+    for note in _token_notes(config, proxy):
+        click.echo(f"{path}: note: {note}")
+
+
+def _token_notes(config: Any, proxy: Any) -> list[str]:
+    """What needs a token at run time that the file does not hold (neither does the
+    environment of this check)."""
+    import os
+
+    from rtroute.netaddr import is_loopback, split_listen
+
+    if os.environ.get("RTROUTE_HTTP_TOKEN") or os.environ.get("RTROUTE_HTTP_TOKEN_FILE"):
+        return []
+    notes = []
+    for where, listen, token, option in (
+            ("[http] listen", config.http.listen if config.http else None,
+             config.http.token if config.http else None, "rtroute run --token"),
+            ("[proxy] http", proxy.http, proxy.http_token, "rtroute proxy --token")):
+        if listen and token is None and not is_loopback(split_listen(listen)[0]):
+            notes.append(f"{where} {listen} is beyond loopback: the process needs a token at "
+                         f"run time (RTROUTE_HTTP_TOKEN, RTROUTE_HTTP_TOKEN_FILE or {option})")
+    return notes
 
 
 def _check_bindings(path: str, kind: str) -> None:

@@ -109,3 +109,27 @@ def test_rtroute_run_tells_systemd_it_is_ready(tmp_path, broker_uri, management_
         tmp_path, ["run", "--rtopic", "rtroute-test.notify", "--http", "127.0.0.1:0"], env)
     assert ready.startswith(b"READY=1")
     assert (stopping, status) == (b"STOPPING=1", 0)
+
+
+@pytest.mark.parametrize("manifest", ["kubernetes.yaml", "kubernetes-proxy.yaml"])
+def test_rtroute_config_check_passes_the_shipped_configmaps_and_notes_the_token(
+        manifest, tmp_path, monkeypatch):
+    """The operator's check of a ConfigMap happens where the Secret is not: the token beyond
+    loopback is a note, not an error (before: exit 1 on both shipped manifests)."""
+    from click.testing import CliRunner
+
+    from rtroute.cli import main
+
+    yaml = pytest.importorskip("yaml")
+    docs = {d["kind"]: d for d in yaml.safe_load_all((DEPLOY / manifest).read_text())}
+    config = tmp_path / "rtroute.toml"
+    config.write_text(docs["ConfigMap"]["data"]["rtroute.toml"])
+    monkeypatch.delenv("RTROUTE_HTTP_TOKEN", raising=False)
+    monkeypatch.delenv("RTROUTE_HTTP_TOKEN_FILE", raising=False)
+    result = CliRunner().invoke(main, ["config", "check", str(config)])
+    assert result.exit_code == 0, result.output
+    assert f"{config}: OK" in result.output
+    assert "beyond loopback: the process needs a token at run time" in result.output
+    with_token = CliRunner().invoke(main, ["config", "check", str(config)],
+                                    env={"RTROUTE_HTTP_TOKEN": "from-the-secret"})
+    assert with_token.exit_code == 0 and "note:" not in with_token.output
