@@ -15,6 +15,7 @@ from rtroute.bench.load import (
     routing_options,
     run_load,
 )
+from rtroute.logsetup import log_options
 from rtroute.message_options import PROPERTY_NAMES
 from rtroute.ops_client import token_options
 
@@ -98,11 +99,7 @@ def route(bindings_path: str, kind: str, cc: tuple, bcc: tuple, as_json: bool,
 @click.option("--persist-diverts", is_flag=True,
               help="Keep diverts created over HTTP in the broker (a global parameter): they "
                    "outlive the process and reach standbys ([http] persist_diverts).")
-@click.option("--log-level", default="INFO", show_default=True,
-              type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
-@click.option("--log-format", default="text", show_default=True, envvar="RTROUTE_LOG_FORMAT",
-              type=click.Choice(["text", "json"]),
-              help="Log lines as text or as one JSON object per line.")
+@log_options
 def run(config_path: str | None, uris: tuple[str, ...], management_uris: tuple[str, ...],
         rtopic: tuple,
         http_listen: str | None,

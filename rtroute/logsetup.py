@@ -9,8 +9,10 @@ from __future__ import annotations
 import json
 import logging
 import time
+from typing import Any, Callable
 
 FORMATS = ("text", "json")
+LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
@@ -48,3 +50,23 @@ def configure(level: str = "INFO", fmt: str = "text") -> None:
     root.setLevel(level)
     # pika repeats rtroute's one line as several ERROR lines per failed connect
     logging.getLogger("pika").setLevel(logging.DEBUG if level == "DEBUG" else logging.CRITICAL)
+
+
+def log_options(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``--log-level`` and ``--log-format`` (as ``log_level``, upper case, and ``log_format``,
+    lower case) of a long-running command: one spelling for ``rtroute run``, ``rtroute proxy``
+    and ``rtroute shovel run``, any case accepted."""
+    import click
+
+    function = click.option(
+        "--log-format", "log_format", default="text", show_default=True,
+        envvar="RTROUTE_LOG_FORMAT", show_envvar=True,
+        type=click.Choice(FORMATS, case_sensitive=False),
+        callback=lambda _ctx, _param, value: value.lower(),
+        help="Log lines as text or as one JSON object per line.")(function)
+    return click.option(
+        "--log-level", "log_level", default="INFO", show_default=True,
+        envvar="RTROUTE_LOG_LEVEL", show_envvar=True,
+        type=click.Choice(LEVELS, case_sensitive=False),
+        callback=lambda _ctx, _param, value: value.upper(),
+        help="Least severe level logged (any case).")(function)

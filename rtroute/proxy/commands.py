@@ -5,6 +5,7 @@ import logging
 
 import click
 
+from rtroute.logsetup import log_options
 from rtroute.proxy.server import ProxySettings
 
 DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
@@ -40,11 +41,7 @@ DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
 @click.option("--token-file", "token_file", default=None, envvar="RTROUTE_HTTP_TOKEN_FILE",
               show_envvar=True, type=click.Path(dir_okay=False),
               help="Read that token from a file (its content, stripped).")
-@click.option("--log-level", default="INFO", show_default=True,
-              type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
-@click.option("--log-format", default="text", show_default=True, envvar="RTROUTE_LOG_FORMAT",
-              type=click.Choice(["text", "json"], case_sensitive=False),
-              help="Log lines as text or as one JSON object per line.")
+@log_options
 def proxy(listen: tuple[str, ...], listen_tls: tuple[str, ...], uri: str | None,
           management_uri: str | None, certfile: str | None, keyfile: str | None,
           cacertfile: str | None, verify_peer: bool | None, reuse_port: bool | None,

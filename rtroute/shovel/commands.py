@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from rtroute.logsetup import log_options
 from rtroute.ops_client import endpoint, resolve_token, token_options
 
 __all__ = ["load_shovels", "shovel"]
@@ -120,11 +121,7 @@ def shovel() -> None:
 @click.option("--exit-when-done", is_flag=True,
               help="Exit once every shovel ended (src-delete-after reached, or terminated "
                    "with reconnect_delay = 0) instead of serving its final status.")
-@click.option("--log-level", default="INFO", show_default=True,
-              type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]))
-@click.option("--log-format", default="text", show_default=True, envvar="RTROUTE_LOG_FORMAT",
-              type=click.Choice(["text", "json"]),
-              help="Log lines as text or as one JSON object per line.")
+@log_options
 def run_command(config_paths: tuple, definitions: tuple, erlang_configs: tuple, only: tuple,
                 http_listen: str | None, no_http: bool, exit_when_done: bool,
                 log_level: str, log_format: str, cli_token: str | None,

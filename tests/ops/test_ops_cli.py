@@ -91,3 +91,25 @@ def test_run_reports_a_busy_port_in_one_line():
 def test_run_takes_the_log_level_in_any_case_as_the_proxy_does(served, level):
     result = CliRunner().invoke(main, ["run", "--rtopic", "logs", "--log-level", level], env={})
     assert result.exit_code == 0, result.output
+
+
+def test_the_long_running_commands_spell_their_log_options_alike():
+    """``--log-level`` and ``--log-format`` are one option pair for ``rtroute run``, ``rtroute
+    proxy`` and ``rtroute shovel run`` (before: ``shovel run`` refused ``--log-level debug``
+    and ``run`` refused ``--log-format JSON``, which ``proxy`` took)."""
+    import click
+
+    from rtroute.cli import main
+
+    commands = [main.commands["run"], main.commands["proxy"],
+                main.commands["shovel"].commands["run"]]  # type: ignore[attr-defined]
+    for name in ("log_level", "log_format"):
+        options = [next(p for p in c.params if p.name == name) for c in commands]
+        described = {(tuple(o.type.choices), o.type.case_sensitive, o.default, o.envvar)
+                     for o in options}
+        assert len(described) == 1, (name, described)
+    for command in commands:
+        ctx = command.make_context(command.name,
+                                   ["--log-level", "debug", "--log-format", "JSON"])
+        assert isinstance(ctx, click.Context)
+        assert ctx.params["log_level"] == "DEBUG" and ctx.params["log_format"] == "json"
