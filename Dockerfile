@@ -1,6 +1,6 @@
 # rtroute image: the sidecar (`rtroute run`), the proxy (`rtroute proxy`) and every other command.
 #   docker build -t rtroute:0.1.0 .       (the name examples/deploy/kubernetes*.yaml use)
-#   docker run --rm rtroute:0.1.0 route --bindings /dev/stdin '*.app1.mod1.info' < examples/bindings.toml
+#   docker run -i --rm rtroute:0.1.0 route --bindings /dev/stdin '*.app1.mod1.info' < examples/bindings.toml
 # Then tag and push it where the cluster pulls from (REGISTRY/rtroute:0.1.0).
 #
 # What was verified, and what was not: no container engine ran where this file was written,

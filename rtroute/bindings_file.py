@@ -70,6 +70,12 @@ def load_bindings(path: str | Path) -> list[tuple[str, str]]:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise BindingsFileError(f"{path}: cannot read: {exc}") from None
+    if not text.strip():
+        # routing against no bindings would print "unroutable" for every key and exit 0
+        stdin = str(path) in ("/dev/stdin", "/proc/self/fd/0", "-")
+        raise BindingsFileError(f"{path}: the file is empty" + (
+            " (nothing came on standard input: `docker run` passes it only with -i)"
+            if stdin else ""))
     try:
         if toml:
             data = parse_toml(text, str(path), limit)
@@ -83,4 +89,8 @@ def load_bindings(path: str | Path) -> list[tuple[str, str]]:
                     raise json_exc from None
     except ConfigError as exc:
         raise BindingsFileError(str(exc)) from None
-    return parse_bindings(data, str(path))
+    pairs = parse_bindings(data, str(path))
+    if not pairs:
+        raise BindingsFileError(f"{path}: no bindings in it (expected destination = binding "
+                                "key(s), e.g. A = \"server1.app1.mod1.info\")")
+    return pairs

@@ -72,3 +72,26 @@ def test_not_utf8_is_a_clear_error(tmp_path):
     path.write_bytes(b'{"A": "\xff"}')
     with pytest.raises(BindingsFileError, match="cannot read"):
         load_bindings(path)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("", "the file is empty"), ("  \n", "the file is empty"),
+    ("# only a comment\n", "no bindings in it"), ("{}", "no bindings in it")])
+def test_a_file_without_bindings_is_an_error_not_every_key_unroutable(tmp_path, text, message):
+    path = write(tmp_path, "b.json" if text == "{}" else "b.toml", text)
+    with pytest.raises(BindingsFileError, match=message):
+        load_bindings(path)
+
+
+def test_empty_standard_input_says_docker_run_needs_dash_i():
+    """The Dockerfile's example pipes the bindings in: without ``docker run -i`` the
+    container's stdin is empty, and ``rtroute route`` printed "(unroutable...)" with exit 0."""
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-m", "rtroute.cli", "route", "--bindings",
+                             "/dev/stdin", "a.b"], stdin=subprocess.DEVNULL,
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 1
+    assert "the file is empty (nothing came on standard input: `docker run` passes it only " \
+        "with -i)" in result.stderr
