@@ -79,6 +79,17 @@ def test_the_script_refuses_a_python_not_claimed(tmp_path):
     assert "--python 2.7: pyproject.toml claims" in done.stderr
 
 
+def test_the_demo_runs_only_against_the_broker_named_with_demo(tmp_path):
+    """``rtroute demo`` declares and deletes objects on a broker: the script runs it only with
+    ``--demo URI`` (before: by default, against whatever answered on 127.0.0.1:5672)."""
+    script = (ROOT / "scripts" / "build-dist.sh").read_text()
+    assert "/dev/tcp/127.0.0.1/5672" not in script
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "build-dist.sh"), "--demo"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2
+    assert "--demo needs the AMQP URI of a broker to run it against" in done.stderr
+
+
 def test_the_image_is_built_from_the_wheel_and_runs_rtroute_as_a_non_root_user(project):
     instructions = _instructions()
     stages = [args for name, args in instructions if name == "FROM"]
