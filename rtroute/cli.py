@@ -20,8 +20,24 @@ from rtroute.message_options import PROPERTY_NAMES
 from rtroute.ops_client import token_options
 
 
+def _show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """``--version``: the version and which matching core this install uses (a wheel or an
+    install without a C compiler may have only the pure-Python one, far slower)."""
+    if not value or ctx.resilient_parsing:
+        return
+    from importlib.metadata import version
+
+    from rtroute import core
+
+    where = "native core" if core.FALLBACK_REASON is None else \
+        f"pure-Python core, the native one is not in use: {core.FALLBACK_REASON}"
+    click.echo(f"rtroute, version {version('rtroute')} ({where})")
+    ctx.exit()
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="rtroute")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True,
+              callback=_show_version, help="Show the version and the matching core, and exit.")
 def main() -> None:
     """rtroute: reverse-topic exchanges, CC/BCC, shovels and diverts beside an unmodified RabbitMQ."""
 

@@ -55,3 +55,18 @@ def test_rtroute_run_checks_the_core_once_logging_is_set_up(monkeypatch):
     result = CliRunner().invoke(main, ["run"])  # nothing to serve: stops right after
     assert result.exit_code == 2, result.output
     assert calls == ["logging", "core"]
+
+
+def test_version_says_which_matching_core_is_in_use(monkeypatch):
+    """``pip install .`` without a compiler gives the pure-Python core: ``--version`` says so
+    (before: the version alone, whatever the core)."""
+    native = CliRunner().invoke(main, ["--version"])
+    assert native.exit_code == 0
+    if rtroute.core.FALLBACK_REASON is None:
+        assert native.output.endswith("(native core)\n")
+    monkeypatch.setattr(rtroute.core, "FALLBACK_REASON",
+                        "the native extension cannot be imported (No module named x)")
+    twin = CliRunner().invoke(main, ["--version"])
+    assert twin.exit_code == 0 and twin.output.startswith("rtroute, version ")
+    assert "(pure-Python core, the native one is not in use: the native extension cannot be " \
+        "imported (No module named x))" in twin.output
