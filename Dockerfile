@@ -36,7 +36,8 @@ RUN python -m venv /opt/rtroute/venv \
     && useradd --system --uid 10001 --gid 10001 --no-create-home --shell /usr/sbin/nologin rtroute
 ENV PATH=/opt/rtroute/venv/bin:$PATH PYTHONUNBUFFERED=1
 USER 10001:10001
-# 5680: proxy AMQP listener; 9420: sidecar ops HTTP; 9421: proxy ops HTTP (examples/deploy)
-EXPOSE 5680 9420 9421
+# 5680: proxy AMQP listener; ops HTTP, one port per role (docs/operations.md): 8419 the
+# sidecar (rtroute run), 8420 shovels (rtroute shovel run), 8421 the proxy
+EXPOSE 5680 8419 8420 8421
 ENTRYPOINT ["rtroute"]
 CMD ["--help"]

@@ -387,7 +387,7 @@ def status(http_listen: str, token: str | None, token_file: str | None,
     \b
     Examples:
       rtroute status
-      rtroute status --http 127.0.0.1:9420 --token-file /etc/rtroute/token
+      rtroute status --http 127.0.0.1:8421 --token-file /etc/rtroute/token
       rtroute status --json
     """
     from rtroute.ops_client import OpsClientError, OpsHttpError, call, endpoint, resolve_token

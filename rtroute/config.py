@@ -91,7 +91,9 @@ LOG = logging.getLogger("rtroute.config")
 
 DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
 # 8419: outside 9100-9999, the range Prometheus allocates to exporters (9419 is the RabbitMQ
-# exporter's); the ops endpoint serves /metrics beside it on the same host.
+# exporter's); the ops endpoint serves /metrics beside it on the same host. The examples and
+# docs give each role its own port, so that they can share a host: 8419 the sidecar, 8420
+# shovels, 8421 the proxy (tests/ops/test_ops_ports.py).
 DEFAULT_LISTEN = "127.0.0.1:8419"
 EXCHANGE_KINDS = ("rtopic", "topic", "direct", "fanout", "headers")
 QUEUE_TYPES = ("classic", "quorum")

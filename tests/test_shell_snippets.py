@@ -346,7 +346,7 @@ def _serve(code: str, work: Path, env: dict[str, str], port: int, log: Path) -> 
 def _probe(port: int) -> None:
     """What the server answers: an AMQP port opens a connection as the test's own user; an
     HTTP port says it is alive."""
-    if port in (8419, 9420):
+    if port in (8419, 8420, 8421):
         import urllib.request
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/livez", timeout=5) as answer:
             assert answer.status == 200

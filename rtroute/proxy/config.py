@@ -10,7 +10,7 @@
     keyfile = "/etc/rtroute/proxy.key"
     cacertfile = "/etc/rtroute/ca.pem"      # with verify_peer = true
     reuse_port = true
-    http = "127.0.0.1:9420"                 # /livez /readyz /status /metrics (default: none)
+    http = "127.0.0.1:8421"                 # /livez /readyz /status /metrics (default: none)
     # http_token = "..."                    # needed when http is beyond loopback
 """
 from __future__ import annotations

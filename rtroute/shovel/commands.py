@@ -131,7 +131,7 @@ def run_command(config_paths: tuple, definitions: tuple, erlang_configs: tuple, 
     \b
     Examples:
       rtroute shovel run -c rtroute.toml
-      rtroute shovel run --definitions definitions.json --http 127.0.0.1:9420
+      rtroute shovel run --definitions definitions.json --http 127.0.0.1:8420
       rtroute shovel run --erlang-config /etc/rabbitmq/advanced.config
     """
 
@@ -280,7 +280,7 @@ def add_command(name: str, settings: tuple[str, ...], definition: str | None, re
     \b
     Examples:
       rtroute shovel add move-orders src-uri=amqp://host1 src-queue=orders \\
-          dest-uri=amqp://host2 dest-queue=orders --http 127.0.0.1:9420
+          dest-uri=amqp://host2 dest-queue=orders --http 127.0.0.1:8420
       rtroute shovel add move-orders --definition '{"src-uri": "amqp://", ...}'
     """
     token = resolve_token(token, token_file)
