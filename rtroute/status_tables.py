@@ -22,6 +22,7 @@ EXCHANGE_COLUMNS = ("name", "kind", "state", "bindings_known", "received", "rout
 DIVERT_COLUMNS = ("name", "address", "forwarding_address", "filter", "exclusive", "matched",
                   "forwarded", "dead_lettered", "unrouted")
 CATALOG_COLUMNS = ("vhost", "ready", "exchanges", "error")
+FOLLOWED_COLUMNS = ("vhost", "exchange", "bindings", "ready", "last_change")
 
 
 def aligned(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
@@ -122,6 +123,11 @@ def _proxy(status: dict[str, Any], health: str) -> str:
         out.append(aligned(CATALOG_COLUMNS, (
             [c.get("vhost"), c.get("ready"), c.get("exchanges"),
              c.get("failure") or c.get("last_error")] for c in catalogs)))
+    followed = [[c.get("vhost"), x.get("name"), x.get("bindings"), x.get("ready"),
+                 x.get("last_change")] for c in catalogs for x in c.get("followed") or []]
+    out += ["", f"x-rtopic exchanges followed ({sum(c.get('exchanges') or 0 for c in catalogs)})"]
+    if followed:
+        out.append(aligned(FOLLOWED_COLUMNS, followed))
     refusals = status.get("refusals")
     if refusals is not None:
         out += ["", f"Refusals ({sum(refusals.values())})"]

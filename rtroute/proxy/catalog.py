@@ -6,8 +6,8 @@ can publish to it) holds one exchange-to-exchange binding per x-rtopic exchange 
 ``NAME.bindings`` with routing key ``NAME``. A proxy makes that binding when a client declares
 ``NAME`` with type ``x-rtopic`` (before answering ``declare-ok``); deleting ``NAME`` through a
 proxy deletes ``NAME.bindings``, and the broker drops the binding with it. Exchange arguments
-would not do: RabbitMQ does not compare them on a redeclare (but ``alternate-exchange``), so a
-marker could never be added to a ``NAME.bindings`` the sidecar declared first.
+would not do: RabbitMQ does not compare them on a redeclare (but ``alternate-exchange``): no
+marker on a ``NAME.bindings`` the sidecar declared first. (``rtroute definitions`` imports it.)
 
 A registration alone proves little: binding from ``rtroute.rtopic`` needs read permission on
 it, and ``NAME.bindings`` may be any exchange its maker could configure. So a registration
@@ -23,8 +23,7 @@ Every proxy follows that registry with a :class:`~rtroute.amqp.binding_watcher.B
 (the management API's listing, then the event exchange) and the bindings of each
 ``NAME.bindings`` with one more watcher each, as the sidecar and the library do. The watchers run
 on a pika connection of the proxy's own (its ``--uri`` credentials) in a thread per vhost; what
-they report is handed to the asyncio loop, where the routers live: only that thread reads or
-changes them.
+they report is handed to the asyncio loop, where the routers live (only it touches them).
 """
 from __future__ import annotations
 
@@ -32,6 +31,7 @@ import asyncio
 import ctypes
 import logging
 import threading
+import time
 from typing import Any, Callable
 
 from rtroute.amqp.binding_watcher import Binding, BindingWatcher
@@ -71,8 +71,8 @@ def _name_os_thread(name: str) -> None:
 class RTopic:
     """One x-rtopic exchange as a proxy knows it (loop thread)."""
 
-    __slots__ = ("name", "planned", "ready", "rewritten", "router", "wire_bindings",
-                 "wire_name")
+    __slots__ = ("changed", "name", "planned", "ready", "rewritten", "router",
+                 "wire_bindings", "wire_name")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -89,11 +89,13 @@ class RTopic:
         # wildcard over thousands of bindings is planned once, not per message; emptied by
         # every binding change too
         self.planned: dict[tuple, Any] = {}
+        self.changed: float | None = None  # time.time() of the last change (or re-listing)
 
     def forget_rewrites(self) -> None:
         """The binding table changed (or may have): no rewrite or plan made before holds."""
         self.rewritten.clear()
         self.planned.clear()
+        self.changed = time.time()
 
     def bind(self, destination: tuple[str, str], key: str, added: bool) -> None:
         self.forget_rewrites()

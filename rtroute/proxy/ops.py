@@ -50,6 +50,7 @@ __all__ = ["LOOP_TIMEOUT", "ProxyOps", "check_listen", "listen_error", "proxy_me
 
 LOOP_TIMEOUT = 2.0  # seconds an HTTP request waits for the asyncio loop's snapshot
 MAX_REASON = 300  # characters of a /readyz reason (a broker error can be long)
+MAX_FOLLOWED = 1000  # x-rtopic exchanges /status lists per vhost (the count says how many)
 
 # asyncio's bind error: "error while attempting to bind on address ('HOST', PORT): reason"
 _BIND_ERROR = re.compile(r"bind on address \('([^']*)', (\d+)[^)]*\): (.*)")
@@ -205,13 +206,24 @@ def proxy_status(server: ProxyServer, listening: bool) -> dict[str, Any]:
         "client_connections": len(server.sessions),
         "client_connections_accepted": stats.connections,
         "publishes_rewritten": stats.rewritten_closed + sum(s.rewritten for s in server.sessions),
-        "refusals": dict(sorted(stats.refusals.items())),
+        "refusals": {kind: n for kind, n in sorted(stats.refusals.items()) if n},
         "catalogs": [{"vhost": vhost, "ready": c.ready.is_set(),
                       "exchanges": len(c.exchanges), "failure": c.failure,
-                      "last_error": c.last_error}
+                      "last_error": c.last_error, "followed": _followed(c)}
                      for vhost, c in sorted(server.catalog.vhosts.items())],
         "metrics": proxy_metrics(server, reason is None),
     }
+
+
+def _followed(catalog: Any) -> list[dict[str, Any]]:
+    """The x-rtopic exchanges a catalog follows, by name (at most :data:`MAX_FOLLOWED`): each
+    one's bindings, whether they are known, and when they last changed. Loop thread."""
+    from rtroute.sidecar.status import utc_timestamp
+
+    shown = sorted(catalog.exchanges.values(), key=lambda x: x.name)[:MAX_FOLLOWED]
+    return [{"name": x.name, "bindings": x.router.binding_count(), "ready": x.ready.is_set(),
+             "last_change": None if x.changed is None else utc_timestamp(x.changed)}
+            for x in shown]
 
 
 class LoopUnavailable(RuntimeError):

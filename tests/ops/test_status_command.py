@@ -119,10 +119,29 @@ def test_status_of_a_proxy_shows_listeners_connections_catalogs_and_refusals(
             return result.exit_code == 0 and json.loads(result.output)["healthy"]
 
         wait_for(ready, 30)
+        # an x-rtopic exchange with one binding: the proxy's status names what it follows
+        exchange = f"rtroute-test.status.{uuid.uuid4().hex[:8]}"
+        ch = connection.channel()
+        ch.exchange_declare(exchange, "x-rtopic", auto_delete=True)
+        queue = ch.queue_declare("", exclusive=True).method.queue
+        ch.queue_bind(queue, exchange, "a.b")
+
+        def followed() -> list:
+            result = status(http_port, "--json")
+            return [x for c in json.loads(result.output)["catalogs"]
+                    for x in c["followed"] if x["name"] == exchange and x["bindings"] == 1]
+
+        [entry] = wait_for(followed, 15)
         table = status(http_port)
         raw = status(http_port, "--json")
     finally:
         connection.close()
+    assert entry["ready"] is True and entry["last_change"].endswith("Z")
+    shown = table.output.splitlines()
+    rows = shown[shown.index(next(x for x in shown if x.startswith("x-rtopic exchanges "
+                                                                  "followed"))) + 1:]
+    assert rows[0].split() == ["vhost", "exchange", "bindings", "ready", "last_change"]
+    assert any(row.split()[:4] == ["/", exchange, "1", "true"] for row in rows)
     assert table.exit_code == 0, table.output
     lines = table.output.splitlines()
     assert lines[0] == "rtroute proxy: healthy; vhost /"
@@ -324,3 +343,20 @@ def test_the_exit_status_says_whether_the_process_is_healthy(healthy, code):
     assert tables.exit_code == code, tables.output
     assert ("NOT healthy" in tables.output) is not healthy
     assert as_json.exit_code == code and json.loads(as_json.output)["healthy"] is healthy
+
+
+def test_a_proxys_table_lists_the_x_rtopic_exchanges_it_follows():
+    """Before: the count of exchanges per vhost only; an operator could not see which, nor
+    whether their bindings had arrived."""
+    text = format_status({
+        "healthy": True, "vhost": "/", "catalogs": [
+            {"vhost": "/", "ready": True, "exchanges": 2, "followed": [
+                {"name": "logs", "bindings": 12, "ready": True,
+                 "last_change": "2026-11-28T14:00:00Z"},
+                {"name": "orders", "bindings": 0, "ready": False, "last_change": None}]}],
+        "refusals": {}})
+    lines = text.splitlines()
+    at = lines.index("x-rtopic exchanges followed (2)")
+    assert lines[at + 1].split() == ["vhost", "exchange", "bindings", "ready", "last_change"]
+    assert lines[at + 2].split() == ["/", "logs", "12", "true", "2026-11-28T14:00:00Z"]
+    assert lines[at + 3].split() == ["/", "orders", "0", "false", "-"]
