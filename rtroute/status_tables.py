@@ -16,7 +16,7 @@ SIDECAR, PROXY, SHOVEL = "rtroute run", "rtroute proxy", "rtroute shovel run"
 
 #: one row per managed exchange (``/status`` ``exchanges[]``; ``in_flight`` counts the process's
 #: messages being routed, all exchanges together)
-EXCHANGE_COLUMNS = ("name", "kind", "state", "bindings_known", "received", "routed",
+EXCHANGE_COLUMNS = ("name", "kind", "state", "role", "bindings_known", "received", "routed",
                     "unroutable", "dead_lettered", "diverted", "returned", "requeued",
                     "in_flight", "since")
 DIVERT_COLUMNS = ("name", "address", "forwarding_address", "filter", "exclusive", "matched",

@@ -64,6 +64,7 @@ from rtroute.sidecar.layout import (
     missing_plugin,
 )
 from rtroute.sidecar.pipeline import METHOD_FRAME_CACHE, Pipeline
+from rtroute.sidecar.replica_role import ReplicaRoles
 from rtroute.sidecar.republish import COPY, DEAD, ORIGINAL
 from rtroute.sidecar.shards import ShardConsumers
 from rtroute.sidecar.status import (
@@ -142,6 +143,7 @@ class Sidecar:
         vhost = parse_uri(uri if isinstance(uri, str) else uri[0], strict=False).vhost
         self._vhost = vhost
         self._management = management
+        self._roles = ReplicaRoles(management, vhost)
         self.exchanges = {
             spec.name: ManagedExchange(spec, management, vhost, frame_max=131072)
             for spec in exchanges
@@ -240,10 +242,14 @@ class Sidecar:
         window = self._pipeline.window
         in_flight = self._pipeline.in_flight
         exchanges = [ex.status(in_flight) for ex in self.exchanges.values()]
-        for status in exchanges:
+        for status, ex in zip(exchanges, self.exchanges.values()):
             shards = self._shards.status(status["name"])
             if shards is not None:
                 status["shards"] = shards
+                status["role"] = "sharded"
+            else:  # which replica routes it: the ingress queue's single active consumer
+                status["role"], status["role_reason"] = self._roles.role(
+                    ex.spec.ingress_queue, ex.consumer_tag)
         diverts = self._divert_admin.diverts_status()
         healthy = self._connection.state not in ("stopped",) and window is not None \
             and not window.closed

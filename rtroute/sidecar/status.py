@@ -89,6 +89,11 @@ def sidecar_metrics(vhost: str, exchanges: list[dict], latencies: list[tuple[str
         "help": "Bindings known", "type": "gauge",
         "samples": [({"exchange": e["name"], "vhost": vhost}, e["bindings_known"])
                     for e in exchanges if e["bindings_known"] is not None]}
+    metrics["rtroute_exchange_active"] = {
+        "help": "1 when this replica is the ingress queue's active consumer (it routes the "
+                "exchange), 0 on a standby", "type": "gauge",
+        "samples": [({"exchange": e["name"], "vhost": vhost}, int(e.get("role") == "active"))
+                    for e in exchanges if e.get("role") not in (None, "sharded")]}
     metrics["rtroute_exchange_confirm_latency_seconds"] = {
         "help": "From the ingress delivery to the broker's confirm of every republish",
         "type": "histogram",
