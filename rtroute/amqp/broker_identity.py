@@ -19,7 +19,7 @@ other, or ``localhost``). Pure functions, no I/O.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -34,10 +34,12 @@ class BrokerMismatch(ValueError):
 
 @dataclass(frozen=True)
 class BrokerIdentity:
-    """What a broker says it is: its cluster name and version (either may be unknown)."""
+    """What a broker says it is: its cluster name and version (either may be unknown), and,
+    from the management API, its exchange types (``x-rtopic`` where the plugin runs)."""
 
     cluster_name: str | None
     version: str | None = None
+    exchange_types: tuple[str, ...] = field(default=(), compare=False)
 
     def describe(self) -> str:
         name = self.cluster_name or "an unnamed cluster"
@@ -60,8 +62,11 @@ def identity_from_server_properties(properties: Mapping[str, Any] | None) -> Bro
 def identity_from_overview(overview: Mapping[str, Any] | None) -> BrokerIdentity:
     """The identity in the management API's ``GET /api/overview``."""
     overview = overview or {}
+    types = overview.get("exchange_types")
     return BrokerIdentity(_text(overview.get("cluster_name")),
-                          _text(overview.get("rabbitmq_version")))
+                          _text(overview.get("rabbitmq_version")),
+                          tuple(str(t.get("name")) for t in types if isinstance(t, dict))
+                          if isinstance(types, list) else ())
 
 
 def is_default_name_of(cluster_name: str, nodes: Sequence[str]) -> bool:

@@ -31,7 +31,6 @@ import asyncio
 import ctypes
 import logging
 import threading
-import time
 from typing import Any, Callable
 
 from rtroute.amqp.binding_watcher import Binding, BindingWatcher
@@ -42,13 +41,14 @@ from rtroute.amqp.field_table import encode_table
 from rtroute.amqp.management import ManagementClient, NotFound, WrongBroker
 from rtroute.amqp.uri import mask_uri, parse_uri
 from rtroute.proxy.registration import layout_errors
+from rtroute.proxy.rtopic_exchange import RTopic
 from rtroute.proxy.sync import SYNC_EXCHANGE, ProxySync
 from rtroute.routing import rtopic_layout
 from rtroute.routing.delivery_plan import bindings_exchange_type
-from rtroute.routing.exchange_router import ExchangeRouter
 from rtroute.routing.rtopic_layout import BINDINGS_SUFFIX, LAYOUT_ARGUMENT, REGISTRY_EXCHANGE
 
-__all__ = ["LAYOUT_ARGUMENT", "LAYOUT_ARGUMENTS", "REGISTRY_EXCHANGE", "Catalog", "VhostCatalog"]
+__all__ = ["LAYOUT_ARGUMENT", "LAYOUT_ARGUMENTS", "REGISTRY_EXCHANGE", "Catalog", "RTopic",
+           "VhostCatalog"]
 
 LOG = logging.getLogger(__name__)
 LAYOUT_ARGUMENTS = encode_table({LAYOUT_ARGUMENT: rtopic_layout.LAYOUT_VALUE})
@@ -66,43 +66,6 @@ def _name_os_thread(name: str) -> None:
         libc.prctl(15, name.encode("utf-8")[:15], 0, 0, 0)  # PR_SET_NAME
     except (OSError, AttributeError):
         pass  # not Linux: the Python name only
-
-
-class RTopic:
-    """One x-rtopic exchange as a proxy knows it (loop thread)."""
-
-    __slots__ = ("changed", "name", "planned", "ready", "rewritten", "router",
-                 "wire_bindings", "wire_name")
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.wire_name = name.encode("utf-8")
-        self.wire_bindings = (name + BINDINGS_SUFFIX).encode("utf-8")
-        self.router = ExchangeRouter(name, "rtopic")
-        self.ready = asyncio.Event()
-        # a client's basic.publish frame and content header frame, for messages without
-        # headers -> (the pair rewritten, the rewritten header's length); emptied by every
-        # binding change
-        self.rewritten: dict[bytes, tuple[bytes, int]] = {}
-        # (routing key, CC, BCC, the alias header, frame_max) -> the router's decision, for
-        # messages whose other headers differ (amqplib sends a table with every message): a
-        # wildcard over thousands of bindings is planned once, not per message; emptied by
-        # every binding change too
-        self.planned: dict[tuple, Any] = {}
-        self.changed: float | None = None  # time.time() of the last change (or re-listing)
-
-    def forget_rewrites(self) -> None:
-        """The binding table changed (or may have): no rewrite or plan made before holds."""
-        self.rewritten.clear()
-        self.planned.clear()
-        self.changed = time.time()
-
-    def bind(self, destination: tuple[str, str], key: str, added: bool) -> None:
-        self.forget_rewrites()
-        if added:
-            self.router.bind(destination, key)
-        else:
-            self.router.unbind(destination, key)
 
 
 class VhostCatalog:
@@ -138,8 +101,8 @@ class VhostCatalog:
         # (loop thread) why its broker connection is down right now (None: it is up); while
         # it is down, changes made in the broker are not followed
         self.disconnected: str | None = "not connected yet"
-        # (loop thread) why a change made in the broker may be missed right now although the
-        # connection is up (the event subscription lost, a listing pending); None: no gap
+        # (loop thread) why a change made in the broker may be missed although connected (the
+        # event subscription lost, a listing pending); None: no gap
         self.gap: str | None = None
         self._failed = asyncio.Event()
         self._registrations: set[str] = set()  # names registered in the broker (loop thread)
@@ -150,6 +113,9 @@ class VhostCatalog:
         # what a new NAME.bindings is declared as: direct on RabbitMQ 4, topic before (see
         # rtroute.routing.delivery_plan.bindings_exchange_type), known once connected
         self.bindings_type = "topic"
+        # the broker has the x-rtopic plugin (its exchange types, read at connect): a NAME not
+        # in rtroute's layout is the plugin's, declared unchanged (docs/migrate.md, side by side)
+        self.plugin = False
         self._watchers: dict[str, BindingWatcher] = {}  # pika thread only
         self._pika_connection: Any = None
         # one event subscription for all its watchers; other vhosts' events come relayed
@@ -253,7 +219,8 @@ class VhostCatalog:
 
         def done(future: asyncio.Future) -> None:
             try:
-                future.result()
+                identity = future.result()
+                self.plugin = identity is not None and "x-rtopic" in identity.exchange_types
             except WrongBroker as exc:
                 reason = str(exc)
                 LOG.error("%s", reason)

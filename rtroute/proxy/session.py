@@ -526,9 +526,11 @@ class Session:
     def _declare(self, channel: int, payload: bytes, frame: bytes, out: list[bytes],
                  catalog: VhostCatalog) -> bool:
         declare = wire.parse_declare(payload)
-        if declare.type != b"x-rtopic" or declare.passive:
+        if declare.type != b"x-rtopic" or declare.passive or \
+                catalog.plugin and catalog.rtopic(declare.exchange) is None:
             # a passive declaration only checks that the exchange exists, whatever its type,
-            # as with the plugin (and registers nothing)
+            # as with the plugin (and registers nothing); where the broker runs the plugin, an
+            # exchange not in rtroute's layout is the plugin's (docs/migrate.md: side by side)
             out.append(frame)
             return True
         name, bindings = declare.exchange, declare.exchange + BINDINGS_SUFFIX.encode()

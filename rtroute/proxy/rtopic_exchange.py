@@ -1,0 +1,51 @@
+"""One x-rtopic exchange as a proxy knows it: its binding table (an
+:class:`~rtroute.routing.exchange_router.ExchangeRouter`), whether that table is known yet, and
+the caches of rewritten frames and routing decisions that every binding change empties. It
+lives in the proxy's asyncio loop (:mod:`rtroute.proxy.catalog` keeps one per exchange)."""
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from rtroute.routing.exchange_router import ExchangeRouter
+from rtroute.routing.rtopic_layout import BINDINGS_SUFFIX
+
+__all__ = ["RTopic"]
+
+
+class RTopic:
+    """One x-rtopic exchange as a proxy knows it (loop thread)."""
+
+    __slots__ = ("changed", "name", "planned", "ready", "rewritten", "router",
+                 "wire_bindings", "wire_name")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.wire_name = name.encode("utf-8")
+        self.wire_bindings = (name + BINDINGS_SUFFIX).encode("utf-8")
+        self.router = ExchangeRouter(name, "rtopic")
+        self.ready = asyncio.Event()
+        # a client's basic.publish frame and content header frame, for messages without
+        # headers -> (the pair rewritten, the rewritten header's length); emptied by every
+        # binding change
+        self.rewritten: dict[bytes, tuple[bytes, int]] = {}
+        # (routing key, CC, BCC, the alias header, frame_max) -> the router's decision, for
+        # messages whose other headers differ (amqplib sends a table with every message): a
+        # wildcard over thousands of bindings is planned once, not per message; emptied by
+        # every binding change too
+        self.planned: dict[tuple, Any] = {}
+        self.changed: float | None = None  # time.time() of the last change (or re-listing)
+
+    def forget_rewrites(self) -> None:
+        """The binding table changed (or may have): no rewrite or plan made before holds."""
+        self.rewritten.clear()
+        self.planned.clear()
+        self.changed = time.time()
+
+    def bind(self, destination: tuple[str, str], key: str, added: bool) -> None:
+        self.forget_rewrites()
+        if added:
+            self.router.bind(destination, key)
+        else:
+            self.router.unbind(destination, key)
