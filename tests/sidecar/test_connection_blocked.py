@@ -45,7 +45,12 @@ def test_republishes_wait_in_order_while_the_broker_blocks_the_connection(
         assert depth(channel, queue) == 1  # nothing routed while blocked
         assert sc.exchange(name)["republished"] == 0
     wait_for(lambda: sc.exchange(name).get("state") == "running", 30)
-    wait_for(lambda: depth(channel, queue) == 1 + COUNT, 30)
+    try:  # a loaded CI machine once took longer than 30 s here: what was where, if it fails
+        wait_for(lambda: depth(channel, queue) == 1 + COUNT, 60)
+    except pytest.fail.Exception:
+        pytest.fail(f"{depth(channel, queue)} of {1 + COUNT} in {queue}, "
+                    f"{depth(channel, f'rtroute.ingress.{name}')} in the ingress queue; status "
+                    f"{sc.exchange(name)}; log:\n{sc.log()[-4000:]}")
     bodies = [body for _m, _p, body in drain_many(channel, queue)]
     assert bodies == [b"before", *(str(i).encode() for i in range(COUNT))]
     assert depth(channel, f"rtroute.ingress.{name}") == 0
