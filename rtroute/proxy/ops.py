@@ -38,6 +38,7 @@ import concurrent.futures
 import errno
 import re
 import socket
+import time
 from typing import TYPE_CHECKING, Any
 
 from rtroute.ops_http import ListenError, OpsServer
@@ -218,11 +219,10 @@ def proxy_status(server: ProxyServer, listening: bool) -> dict[str, Any]:
 def _followed(catalog: Any) -> list[dict[str, Any]]:
     """The x-rtopic exchanges a catalog follows, by name (at most :data:`MAX_FOLLOWED`): each
     one's bindings, whether they are known, and when they last changed. Loop thread."""
-    from rtroute.sidecar.status import utc_timestamp
-
     shown = sorted(catalog.exchanges.values(), key=lambda x: x.name)[:MAX_FOLLOWED]
     return [{"name": x.name, "bindings": x.router.binding_count(), "ready": x.ready.is_set(),
-             "last_change": None if x.changed is None else utc_timestamp(x.changed)}
+             "last_change": None if x.changed is None
+             else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(x.changed))}
             for x in shown]
 
 

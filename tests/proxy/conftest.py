@@ -23,6 +23,16 @@ def proxy_uri(port: int, scheme: str = "amqp", query: str = "") -> str:
     return f"{scheme}://{user}:{password}@127.0.0.1:{port}/{vhost}{query}"
 
 
+def drain(ch, queue: str) -> list[tuple[str, str]]:
+    """Every message of ``queue`` (taken, auto-ack) as (exchange, body text), in order."""
+    got = []
+    while True:
+        method, _props, body = ch.basic_get(queue, auto_ack=True)
+        if method is None:
+            return got
+        got.append((method.exchange, body.decode()))
+
+
 def assert_round_trip(ch, exchange: str, body: bytes) -> None:
     """On channel ``ch`` through a proxy: ``exchange`` declared x-rtopic, a queue bound with
     ``a.b``, a confirmed publish to ``a.*`` that reaches it, delivered from ``exchange``."""

@@ -21,6 +21,7 @@ from rtroute.amqp import ManagementClient
 from rtroute.demo import PLUGIN_QUEUES, PLUGIN_README_TABLE
 
 from ..conftest import MANAGEMENT_URI, broker_uri_for, wait_for
+from .conftest import drain
 
 pytestmark = pytest.mark.broker
 
@@ -91,14 +92,6 @@ def _rtroute(*args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120)
 
 
-def _drain(ch, queue: str) -> list[tuple[str, str]]:
-    got = []
-    while True:
-        method, _props, body = ch.basic_get(queue, auto_ack=True)
-        if method is None:
-            return got
-        got.append((method.exchange, body.decode()))
-
 
 @pytest.mark.parametrize("label", sorted(SOURCES))
 def test_a_plugin_brokers_export_imports_and_routes_the_plugins_table_through_the_proxy(
@@ -138,19 +131,19 @@ def test_a_plugin_brokers_export_imports_and_routes_the_plugins_table_through_th
             wait_for(lambda: ch.basic_publish(EXCHANGE, "warm.up", b"") is None, timeout=15)
             # read through the proxy too: deliveries from NAME.bindings name NAME there
             d = through.channel()
-            _drain(d, "unrouted")
+            drain(d, "unrouted")
             for key, _queues in PLUGIN_README_TABLE:
                 ch.basic_publish(EXCHANGE, key, key.encode())
             ch.basic_publish(EXCHANGE, UNROUTED_KEY, UNROUTED_KEY.encode())
             for queue in PLUGIN_QUEUES:
                 expected = [(EXCHANGE, key) for key, queues in PLUGIN_README_TABLE
                             if queue in queues]
-                assert _drain(d, queue) == expected, queue
+                assert drain(d, queue) == expected, queue
             # the exchange-to-exchange binding moved with the others, the alternate exchange
             # catches what matches no binding
-            assert _drain(d, "audit.all") == [
+            assert drain(d, "audit.all") == [
                 (EXCHANGE, key) for key, queues in PLUGIN_README_TABLE if "A" in queues]
-            assert _drain(d, "unrouted") == [(EXCHANGE, UNROUTED_KEY)]
+            assert drain(d, "unrouted") == [(EXCHANGE, UNROUTED_KEY)]
             # a definitions export carries no messages: what was queued stays on the old broker
             # (docs/migrate.md moves it with a shovel)
             assert direct.channel().queue_declare("F", passive=True).method.message_count == 0

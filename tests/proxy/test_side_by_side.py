@@ -14,6 +14,8 @@ import pika
 import pika.exceptions
 import pytest
 
+from .conftest import drain
+
 pytestmark = pytest.mark.broker
 
 
@@ -25,14 +27,6 @@ def _plugin_broker() -> tuple[str, str]:
     pytest.skip("RTROUTE_TEST_PLUGIN_URI and ..._MANAGEMENT_URI name no broker with the "
                 "x-rtopic plugin")
 
-
-def _drain(ch, queue: str) -> list[tuple[str, str]]:
-    got = []
-    while True:
-        method, _props, body = ch.basic_get(queue, auto_ack=True)
-        if method is None:
-            return got
-        got.append((method.exchange, body.decode()))
 
 
 def test_a_plugin_exchange_is_shared_by_direct_clients_and_clients_through_the_proxy(proxies):
@@ -56,7 +50,7 @@ def test_a_plugin_exchange_is_shared_by_direct_clients_and_clients_through_the_p
         t.basic_publish(name, "a.*", b"through the proxy")
         d.basic_publish(name, "*.b", b"direct")
         for ch, queue in ((d, qa), (t, qb)):
-            assert sorted(_drain(ch, queue)) == [(name, "direct"), (name, "through the proxy")]
+            assert sorted(drain(ch, queue)) == [(name, "direct"), (name, "through the proxy")]
         # NAME stayed the plugin's: no layout was made beside it
         assert d.exchange_declare(name, "x-rtopic", passive=True)
         with pytest.raises(pika.exceptions.ChannelClosedByBroker, match="NOT_FOUND"):
