@@ -8,9 +8,6 @@ proxy`` there, with its alternate exchange and its exchange-to-exchange binding.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import uuid
 from urllib.parse import quote
 
@@ -22,34 +19,19 @@ from rtroute.demo import PLUGIN_QUEUES, PLUGIN_README_TABLE
 
 from ..conftest import MANAGEMENT_URI, broker_uri_for, wait_for
 from .conftest import drain
+from .plugin_brokers import (
+    SOURCES,
+    export_vhost,
+    in_vhost,
+    make_vhost,
+    plugin_broker,
+    rtroute_cli,
+)
 
 pytestmark = pytest.mark.broker
 
-# CI's 4.3 leg names them RTROUTE_TEST_SOURCE_PLUGIN..., so that the parity suites, which read
-# RTROUTE_TEST_PLUGIN_URI, run their live checks in the 3.10 leg only
-SOURCES = {"plugin-3.10": "PLUGIN", "plugin-4.0": "PLUGIN4"}
 EXCHANGE = "orders"
 UNROUTED_KEY = "nothing.matches.this"
-
-
-def _source(label: str) -> tuple[str, str]:
-    for prefix in (f"RTROUTE_TEST_SOURCE_{SOURCES[label]}", f"RTROUTE_TEST_{SOURCES[label]}"):
-        amqp, http = os.environ.get(f"{prefix}_URI"), os.environ.get(f"{prefix}_MANAGEMENT_URI")
-        if amqp and http:
-            return amqp, http
-    pytest.skip(f"RTROUTE_TEST_{SOURCES[label]}_URI and ..._MANAGEMENT_URI (or "
-                f"RTROUTE_TEST_SOURCE_{SOURCES[label]}_...) name no broker with the x-rtopic "
-                "plugin")
-
-
-def _in_vhost(uri: str, vhost: str) -> str:
-    return uri.split("?", 1)[0].rsplit("/", 1)[0] + "/" + quote(vhost, safe="")
-
-
-def _make_vhost(management: ManagementClient, vhost: str, user: str) -> None:
-    management.request("PUT", f"vhosts/{quote(vhost, safe='')}", {})
-    management.request("PUT", f"permissions/{quote(vhost, safe='')}/{quote(user, safe='')}",
-                       {"configure": ".*", "write": ".*", "read": ".*"})
 
 
 def _plugin_topology(uri: str) -> None:
@@ -77,52 +59,36 @@ def _plugin_topology(uri: str) -> None:
         conn.close()
 
 
-def _export(management: ManagementClient, vhost: str) -> dict:
-    """The whole broker's export, narrowed to ``vhost`` (what an operator would keep)."""
-    data = management.definitions()
-    for kind in ("permissions", "queues", "exchanges", "bindings", "policies", "parameters"):
-        data[kind] = [x for x in data.get(kind, []) if x.get("vhost") == vhost]
-    data["vhosts"] = [v for v in data["vhosts"] if v["name"] == vhost]
-    data["users"], data["global_parameters"], data["topic_permissions"] = [], [], []
-    return data
-
-
-def _rtroute(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "rtroute.cli", *args], check=False,
-                          capture_output=True, text=True, timeout=120)
-
-
-
 @pytest.mark.parametrize("label", sorted(SOURCES))
 def test_a_plugin_brokers_export_imports_and_routes_the_plugins_table_through_the_proxy(
         label, mgmt, proxies, tmp_path):
-    amqp, http = _source(label)
+    amqp, http = plugin_broker(label)
     source = ManagementClient(http)
     user = pika.URLParameters(amqp).credentials.username
     vhost = f"rtroute-test-migrate-{uuid.uuid4().hex[:6]}"
-    _make_vhost(source, vhost, user)
+    make_vhost(source, vhost, user)
     try:
-        _plugin_topology(_in_vhost(amqp, vhost))
+        _plugin_topology(in_vhost(amqp, vhost))
         exported = tmp_path / "from-plugin.json"
-        exported.write_text(json.dumps(_export(source, vhost)))
+        exported.write_text(json.dumps(export_vhost(source, vhost)))
         target = MANAGEMENT_URI
         # into the plugin's own broker: refused whole, the plugin's exchange named
-        refused = _rtroute("definitions", "import", str(exported), "--management-uri", http)
+        refused = rtroute_cli("definitions", "import", str(exported), "--management-uri", http)
         assert refused.returncode == 3, refused.stderr
         assert f"exchange '{EXCHANGE}'" in refused.stderr and "exists as x-rtopic" in \
             refused.stderr
         assert not source.exchange_exists(f"{EXCHANGE}.bindings", vhost)
 
-        done = _rtroute("definitions", "import", str(exported), "--management-uri", target)
+        done = rtroute_cli("definitions", "import", str(exported), "--management-uri", target)
         assert done.returncode == 0, done.stderr
         assert "1 x-rtopic exchange(s)" in done.stdout
         before = sorted(json.dumps(x, sort_keys=True) for x in mgmt.exchanges(vhost))
-        again = _rtroute("definitions", "import", str(exported), "--management-uri", target)
+        again = rtroute_cli("definitions", "import", str(exported), "--management-uri", target)
         assert again.returncode == 0, again.stderr
         assert sorted(json.dumps(x, sort_keys=True) for x in mgmt.exchanges(vhost)) == before
 
         proxy = proxies()
-        through = pika.BlockingConnection(pika.URLParameters(_in_vhost(proxy.uri, vhost)))
+        through = pika.BlockingConnection(pika.URLParameters(in_vhost(proxy.uri, vhost)))
         direct = pika.BlockingConnection(pika.URLParameters(broker_uri_for(vhost)))
         try:
             ch = through.channel()

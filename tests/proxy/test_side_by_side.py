@@ -7,7 +7,6 @@ table, the plugin's, and every queue gets every message once. Before: the declar
 the proxy failed with ``received 'x-rtopic' but current is 'x-rtopic'``."""
 from __future__ import annotations
 
-import os
 import uuid
 
 import pika
@@ -15,22 +14,13 @@ import pika.exceptions
 import pytest
 
 from .conftest import drain
+from .plugin_brokers import plugin_broker
 
 pytestmark = pytest.mark.broker
 
 
-def _plugin_broker() -> tuple[str, str]:
-    for prefix in ("RTROUTE_TEST_SOURCE_PLUGIN", "RTROUTE_TEST_PLUGIN"):
-        amqp, http = os.environ.get(f"{prefix}_URI"), os.environ.get(f"{prefix}_MANAGEMENT_URI")
-        if amqp and http:
-            return amqp, http
-    pytest.skip("RTROUTE_TEST_PLUGIN_URI and ..._MANAGEMENT_URI name no broker with the "
-                "x-rtopic plugin")
-
-
-
 def test_a_plugin_exchange_is_shared_by_direct_clients_and_clients_through_the_proxy(proxies):
-    amqp, http = _plugin_broker()
+    amqp, http = plugin_broker("plugin-3.10")
     proxy = proxies(broker=amqp, management=http)
     name = f"rtroute-test.side-by-side.{uuid.uuid4().hex[:8]}"
     direct = pika.BlockingConnection(pika.URLParameters(amqp))
