@@ -147,7 +147,9 @@ start_leg() {
     local name=$1 marker=$2
     shift 2
     leg_started[$name]=$(date +%s) leg_marker[$name]=$marker
-    env RTROUTE_HYPOTHESIS="${RTROUTE_HYPOTHESIS:-ci}" "$@" \
+    # a process group of its own (setsid execs it: the leg's pid is the group's id), so that
+    # cleanup can stop it with everything it started (proxies, sidecars, Spark)
+    setsid env RTROUTE_HYPOTHESIS="${RTROUTE_HYPOTHESIS:-ci}" "$@" \
         .venv/bin/python -m pytest -m "$marker" --durations=20 --durations-min=3 \
         -p no:cacheprovider ${pytest_args[@]+"${pytest_args[@]}"} >".test-logs/leg-$name.log" 2>&1 &
     leg_pid[$name]=$!
@@ -155,6 +157,7 @@ start_leg() {
 finish_leg() {
     local name=$1 rc=0
     wait "${leg_pid[$name]}" || rc=$?
+    unset "leg_pid[$name]"
     say "leg $name (it ran beside another, its output follows): pytest -m \"${leg_marker[$name]}\""
     cat ".test-logs/leg-$name.log"
     times+=("leg $name: $(($(date +%s) - leg_started[$name])) s, beside another (pytest status $rc)")
@@ -261,8 +264,23 @@ if wants quick; then
 fi
 # The 4.3 leg (the whole broker tier) runs beside the valgrind and sdist checks and the unit
 # leg: it uses only the 4.3 node and nodes of its own, the unit leg no broker but the 3.10 one
-# The migration test of the 4.3 leg exports a plugin user's topology from the plugin's brokers
+# Whatever ends this script (a failed step under set -e, ^C, SIGTERM), no leg goes on in the
+# background (its process group gets SIGTERM) and the 4.0 node does not keep the plugin
 sources=() rtopic4_on=0
+cleanup() {
+    local name
+    for name in "${!leg_pid[@]}"; do
+        if kill -0 "${leg_pid[$name]}" 2>/dev/null; then
+            say "stopping leg $name, which was still running" >&2
+            kill -TERM -- "-${leg_pid[$name]}" 2>/dev/null || true
+            wait "${leg_pid[$name]}" 2>/dev/null || true
+        fi
+    done
+    if [ "$rtopic4_on" = 1 ]; then rtopic4 disable || true; fi
+}
+trap cleanup EXIT
+trap 'say "interrupted" >&2; exit 130' INT TERM
+# The migration tests of the 4.3 leg export a plugin user's topology from the plugin's brokers
 if wants 4.3; then
     if plugin_up; then
         sources+=(RTROUTE_TEST_SOURCE_PLUGIN_URI=amqp://guest:guest@127.0.0.1:5702/%2F
@@ -291,10 +309,13 @@ if wants unit; then
     run_leg unit "$(marker_for "not broker and not island")"
     finish_leg unit-islands
 fi
-if [ -n "${leg_pid[4.3]:-}" ]; then finish_leg 4.3; fi
-if [ "$rtopic4_on" = 1 ] && ! rtopic4 disable; then
-    say "FAILED: the x-rtopic plugin stays enabled on the 4.0 node, whose leg tests without it" >&2
-    status=1
+if [ -n "${leg_started[4.3]:-}" ]; then finish_leg 4.3; fi
+if [ "$rtopic4_on" = 1 ]; then
+    rtopic4_on=0
+    if ! rtopic4 disable; then
+        say "FAILED: the x-rtopic plugin stays enabled on the 4.0 node, whose leg tests without it" >&2
+        status=1
+    fi
 fi
 # The 4.0 and 3.10 legs run at once (different brokers; each test's names, ports and nodes of
 # its own). A test that needs another broker's management API is given the 4.3 node's, which
@@ -317,7 +338,7 @@ if wants 3.10; then
     run_leg 3.10 "$(marker_for "broker and every_broker")" ${together[@]+"${together[@]}"} \
         ${plugin[@]+"${plugin[@]}"}
 fi
-if [ -n "${leg_pid[4.0]:-}" ]; then finish_leg 4.0; fi
+if [ -n "${leg_started[4.0]:-}" ]; then finish_leg 4.0; fi
 
 say "wall time of each part:"
 for line in "${times[@]}"; do say "  $line"; done
