@@ -58,65 +58,67 @@ def _depths(url: str) -> dict[str, int]:
         conn.close()
 
 
-class PikaPublisher(threading.Thread):
-    """Publishes py-SEQ with confirms, one at a time, until stopped; ``next`` after it."""
+class PikaClient(threading.Thread):
+    """A pika client in a thread of its own, until :meth:`stop`; an error fails the test."""
 
-    def __init__(self, url: str, first: int) -> None:
+    def __init__(self, url: str) -> None:
         super().__init__(daemon=True)
-        self.url, self.next, self.error = url, first, None
+        self.url, self.error = url, None
         self.stopping = threading.Event()
         self.start()
 
     def run(self) -> None:
         try:
             conn = pika.BlockingConnection(pika.URLParameters(self.url))
-            ch = conn.channel()
-            ch.confirm_delivery()
-            while not self.stopping.wait(0.005):
-                ch.basic_publish(EXCHANGE, KEYS[self.next % len(KEYS)],
-                                 f"py-{self.next}".encode())
-                self.next += 1
+            self.work(conn, conn.channel())
             conn.close()
         except Exception as exc:  # noqa: BLE001 - the test reports it
             self.error = exc
 
-    def stop(self) -> int:
-        self.stopping.set()
-        self.join(30)
-        assert self.error is None, self.error
-        return self.next
-
-
-class PikaConsumer(threading.Thread):
-    """Consumes ``queues``, recording each body, then acking it, until stopped."""
-
-    def __init__(self, url: str, got: Counter) -> None:
-        super().__init__(daemon=True)
-        self.url, self.got, self.error = url, got, None
-        self.stopping = threading.Event()
-        self.start()
-
-    def run(self) -> None:
-        try:
-            conn = pika.BlockingConnection(pika.URLParameters(self.url))
-            ch = conn.channel()
-            ch.basic_qos(prefetch_count=10)
-            for queue in PY_QUEUES:
-                def on_message(ch, method, _props, body, queue=queue):
-                    self.got[(queue, body.decode())] += 1
-                    ch.basic_ack(method.delivery_tag)
-                ch.basic_consume(queue, on_message)
-            while not self.stopping.is_set():
-                conn.process_data_events(time_limit=0.05)
-            ch.cancel()
-            conn.close()
-        except Exception as exc:  # noqa: BLE001 - the test reports it
-            self.error = exc
+    def work(self, conn, ch) -> None:
+        raise NotImplementedError
 
     def stop(self) -> None:
         self.stopping.set()
         self.join(30)
         assert self.error is None, self.error
+
+
+class PikaPublisher(PikaClient):
+    """Publishes py-SEQ with confirms, one at a time, until stopped; ``next`` after it."""
+
+    def __init__(self, url: str, first: int) -> None:
+        self.next = first
+        super().__init__(url)
+
+    def work(self, conn, ch) -> None:
+        ch.confirm_delivery()
+        while not self.stopping.wait(0.005):
+            ch.basic_publish(EXCHANGE, KEYS[self.next % len(KEYS)], f"py-{self.next}".encode())
+            self.next += 1
+
+    def stop(self) -> int:  # type: ignore[override]
+        super().stop()
+        return self.next
+
+
+class PikaConsumer(PikaClient):
+    """Consumes ``PY_QUEUES``, recording each body, then acking it, until stopped."""
+
+    def __init__(self, url: str, got: Counter) -> None:
+        self.got = got
+        super().__init__(url)
+
+    def work(self, conn, ch) -> None:
+        ch.basic_qos(prefetch_count=10)
+        for queue in PY_QUEUES:
+            def on_message(ch, method, _props, body, queue=queue):
+                self.got[(queue, body.decode())] += 1
+                ch.basic_ack(method.delivery_tag)
+            ch.basic_consume(queue, on_message)
+        while not self.stopping.is_set():
+            conn.process_data_events(time_limit=0.05)
+        ch.cancel()
 
 
 class NodeClient:
