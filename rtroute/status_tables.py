@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-__all__ = ["EXCHANGE_COLUMNS", "aligned", "format_status", "process_kind"]
+__all__ = ["EXCHANGE_COLUMNS", "SHOVEL_COLUMNS", "aligned", "format_status", "process_kind",
+           "shovel_table"]
 
 SIDECAR, PROXY, SHOVEL = "rtroute run", "rtroute proxy", "rtroute shovel run"
 
@@ -96,11 +97,33 @@ def _sidecar(status: dict[str, Any], health: str) -> str:
 
 
 def _shovels(rows: list[dict[str, Any]]) -> str:
-    if not rows:
-        return "no shovels"
-    from rtroute.shovel.commands import format_table
+    return shovel_table(rows) if rows else "no shovels"
 
-    return format_table(rows)
+
+#: The columns of ``rabbitmqctl shovel_status`` (RabbitMQ 4.0), then rtroute's count, then
+#: the columns RabbitMQ 4.3 added (appended, so the earlier ones keep their places).
+SHOVEL_COLUMNS = ("name", "vhost", "type", "state", "source_protocol", "source",
+                  "destination_protocol", "destination", "termination_reason", "last_changed",
+                  "moved", "pending", "source_queue", "destination_queue", "remaining",
+                  "remaining_unacked", "forwarded")
+
+
+def shovel_table(rows: list[dict[str, Any]]) -> str:
+    """The status rows as an aligned text table, one line per shovel, with the columns of
+    ``rabbitmqctl shovel_status`` (:data:`SHOVEL_COLUMNS`); an empty cell shows as ``-``."""
+    lines = []
+    for row in rows:
+        line = []
+        for column in SHOVEL_COLUMNS:
+            if column == "moved":
+                value = row.get("counters", {}).get("moved", "")
+            elif column == "termination_reason":
+                value = row.get("termination_reason", row.get("reason")) or ""
+            else:
+                value = row.get(column, "")
+            line.append(value)
+        lines.append(line)
+    return aligned(SHOVEL_COLUMNS, lines)
 
 
 def _proxy(status: dict[str, Any], health: str) -> str:

@@ -15,7 +15,11 @@ import click
 from rtroute.logsetup import log_options
 from rtroute.ops_client import endpoint, resolve_token, token_options
 
-__all__ = ["load_shovels", "shovel"]
+# the shovel_status table (rtroute status shows it too, so it lives with the status tables)
+from rtroute.status_tables import SHOVEL_COLUMNS as TABLE_COLUMNS
+from rtroute.status_tables import shovel_table as format_table
+
+__all__ = ["TABLE_COLUMNS", "format_table", "load_shovels", "shovel"]
 
 
 def load_shovels(config_paths: tuple[str, ...] = (), definitions: tuple[str, ...] = (),
@@ -327,34 +331,6 @@ def _definition_value(settings: tuple[str, ...], definition: str | None) -> dict
         except ValueError:
             value[key] = text
     return value
-
-
-#: The columns of ``rabbitmqctl shovel_status`` (RabbitMQ 4.0), then rtroute's count, then
-#: the columns RabbitMQ 4.3 added (appended, so the earlier ones keep their places).
-TABLE_COLUMNS = ("name", "vhost", "type", "state", "source_protocol", "source",
-                 "destination_protocol", "destination", "termination_reason", "last_changed",
-                 "moved", "pending", "source_queue", "destination_queue", "remaining",
-                 "remaining_unacked", "forwarded")
-
-
-def format_table(rows: list[dict[str, Any]]) -> str:
-    """The status rows as an aligned text table, one line per shovel, with the columns of
-    ``rabbitmqctl shovel_status`` (:data:`TABLE_COLUMNS`); an empty cell shows as ``-``."""
-    from rtroute.status_tables import aligned
-
-    lines = []
-    for row in rows:
-        line = []
-        for column in TABLE_COLUMNS:
-            if column == "moved":
-                value = row.get("counters", {}).get("moved", "")
-            elif column == "termination_reason":
-                value = row.get("termination_reason", row.get("reason")) or ""
-            else:
-                value = row.get(column, "")
-            line.append(value)
-        lines.append(line)
-    return aligned(TABLE_COLUMNS, lines)
 
 
 if __name__ == "__main__":  # pragma: no cover
