@@ -94,7 +94,7 @@ def import_command(file: str, management_uri: str, layout: str, vhost: str | Non
     from rtroute.amqp.management import ManagementClient, ManagementError
     from rtroute.amqp.uri import mask_uri
     from rtroute.definitions.convert import DefinitionsError
-    from rtroute.definitions.importer import ImportRefused, import_converted
+    from rtroute.definitions.importer import ImportRefused, import_converted, is_one_vhost_export
 
     data = _read(file)
     management = ManagementClient(management_uri, timeout=120.0)
@@ -111,7 +111,8 @@ def import_command(file: str, management_uri: str, layout: str, vhost: str | Non
     except ManagementError as exc:
         raise click.ClickException(f"import into {where} failed: {exc}") from None
     _print_findings(conversion.findings, err=False)
-    click.echo(f"imported into {where}: {len(conversion.converted)} x-rtopic exchange(s) in "
+    into = f"{where}, vhost {vhost or '/'!r}" if is_one_vhost_export(data) else where
+    click.echo(f"imported into {into}: {len(conversion.converted)} x-rtopic exchange(s) in "
                f"rtroute's {layout} layout")
 
 

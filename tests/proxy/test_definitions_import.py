@@ -121,3 +121,35 @@ def test_a_plugin_brokers_export_imports_and_routes_the_plugins_table_through_th
         if mgmt.request("GET", "vhosts") and any(
                 v["name"] == vhost for v in mgmt.request("GET", "vhosts")):
             mgmt.request("DELETE", f"vhosts/{quote(vhost, safe='')}")
+
+
+def test_one_vhosts_export_goes_into_the_vhost_named_with_vhost(mgmt, broker_version, tmp_path):
+    """``GET /api/definitions/VHOST`` names no vhost in its items: ``--vhost`` says where it
+    goes (``POST /api/definitions/VHOST``), and the output names it."""
+    amqp, http = plugin_broker("plugin-3.10")
+    source = ManagementClient(http)
+    user = pika.URLParameters(amqp).credentials.username
+    vhost = f"rtroute-test-migrate-{uuid.uuid4().hex[:6]}"
+    make_vhost(source, vhost, user)
+    make_vhost(mgmt, vhost, user)
+    try:
+        _plugin_topology(in_vhost(amqp, vhost))
+        data = source.definitions(vhost)
+        assert "vhost" not in data["exchanges"][0]
+        given = tmp_path / "one-vhost.json"
+        given.write_text(json.dumps(data))
+        done = rtroute_cli("definitions", "import", str(given), "--management-uri",
+                           MANAGEMENT_URI, "--vhost", vhost)
+        assert done.returncode == 0, done.stderr
+        assert f"vhost '{vhost}'" in done.stdout
+        types = {x["name"]: x["type"] for x in mgmt.exchanges(vhost)}
+        # RabbitMQ 4 gets a direct NAME.bindings, 3.x a topic one (as the proxy declares it)
+        assert types[f"{EXCHANGE}.bindings"] == ("direct" if broker_version >= (4,) else "topic")
+        assert types[EXCHANGE] == "fanout"
+        keys = sorted(b.routing_key for b in mgmt.exchange_bindings(f"{EXCHANGE}.bindings",
+                                                                    vhost)
+                      if b.destination in PLUGIN_QUEUES)
+        assert keys == sorted(PLUGIN_QUEUES.values())
+    finally:
+        source.request("DELETE", f"vhosts/{quote(vhost, safe='')}")
+        mgmt.request("DELETE", f"vhosts/{quote(vhost, safe='')}")
