@@ -103,7 +103,10 @@ else
     # the parity suites in the 3.10 leg and a source of the 4.3 leg's migration test: its node
     # starts beside the setup
     if { wants 3.10 || wants 4.3; } && [ -f "$SHARED/rtopic-plugin/node.sh" ]; then
-        sh "$SHARED/rtopic-plugin/node.sh" start >.test-logs/rtopic-plugin.log 2>&1 &
+        # node.sh start stops the node first; its old dist port can outlive the stop by a few
+        # seconds ("port 25702 already in use, not starting"): one more try after a pause
+        { sh "$SHARED/rtopic-plugin/node.sh" start || { sleep 10; echo "(trying again)"
+            sh "$SHARED/rtopic-plugin/node.sh" start; }; } >.test-logs/rtopic-plugin.log 2>&1 &
         plugin_pid=$!
     fi
     bash scripts/setup.sh

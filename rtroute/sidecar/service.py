@@ -523,7 +523,11 @@ def serve(sidecar: Sidecar, http_listen: str | None, http_token: str | None = No
 
     def on_signal(signum: int, _frame: Any) -> None:
         LOG.info("signal %d: stopping (draining confirms)", signum)
-        sidecar.stop()
+        # not sidecar.stop() here: the handler runs in the main thread between two bytecodes,
+        # which may be inside pika's wake_threadsafe holding its (non-reentrant) lock, and
+        # stop() takes that lock: the process hung on SIGTERM (seen in CI). A thread waits
+        # for the lock instead, once the main thread has let it go
+        threading.Thread(target=sidecar.stop, name="rtroute-stop", daemon=True).start()
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
