@@ -185,12 +185,6 @@ class Settler:
             self._scheduled = True
             self._ioloop.call_later(0, self._send_acks)
 
-    def flush(self) -> None:
-        """Send the acks collected so far now, not at the end of the ioloop turn: before the
-        channel is closed (a graceful stop), or they would be lost and their deliveries come
-        again to the next consumer."""
-        self._send_acks()
-
     def _send_acks(self) -> None:
         self._scheduled = False
         unsettled = self._unsettled

@@ -482,10 +482,6 @@ class Sidecar:
                 return
             for ex in self.exchanges.values():
                 ex.set_state(ExchangeState.STOPPED)
-            # acks still collected for the end of a loop turn go out before the close: the
-            # close may run first, and those deliveries would come again (a duplicate)
-            for settler in self._pipeline.upstream.settlers:
-                settler.flush()
             self._connection.stop()
 
         check()

@@ -163,14 +163,3 @@ def test_after_acks_counts_the_deliveries_each_pass_acked():
     assert counts == [1, 2]
     assert channel.sent == [("ack", 1, True), ("ack", 3, True)]
 
-
-def test_flush_sends_the_collected_acks_before_the_turn_ends():
-    """A graceful stop closes the channel: acks still waiting for the end of the turn go out
-    first (before, the close could win and the deliveries came again to the next consumer)."""
-    channel, ioloop, settler, ds = settler_with(3)
-    for d in ds:
-        settler.ack(d)
-    settler.flush()
-    assert channel.sent == [("ack", 3, True)]
-    ioloop.end_turn()  # the scheduled pass finds nothing more to send
-    assert channel.sent == [("ack", 3, True)]

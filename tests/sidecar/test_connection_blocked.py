@@ -32,7 +32,10 @@ def test_republishes_wait_in_order_while_the_broker_blocks_the_connection(
     channel.confirm_delivery()
     channel.basic_publish(name, "k.*", b"before")
     wait_for(lambda: depth(channel, queue) == 1, 15)
-    sc.stop()
+    # a graceful stop: stop() is SIGKILL, and "before" lands in the queue a moment before the
+    # sidecar's ingress ack, which a kill could lose: "before" came again to the next sidecar
+    # (302 of 301 in CI, 'redelivered': 1 in its status), at-least-once, not this test's point
+    assert sc.terminate() == 0
 
     # the messages wait in the ingress queue (a publisher would be blocked by the alarm too)
     for i in range(COUNT):
