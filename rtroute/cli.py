@@ -456,11 +456,10 @@ def config_check(path: str, as_bindings: bool, kind: str) -> None:
 def _token_notes(config: Any, proxy: Any) -> list[str]:
     """What needs a token at run time that the file does not hold (neither does the
     environment of this check)."""
-    import os
-
+    from rtroute.config_lines import token_in_environment
     from rtroute.netaddr import is_loopback, split_listen
 
-    if os.environ.get("RTROUTE_HTTP_TOKEN") or os.environ.get("RTROUTE_HTTP_TOKEN_FILE"):
+    if token_in_environment():
         return []
     notes = []
     for where, listen, token, option in (

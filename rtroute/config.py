@@ -42,6 +42,7 @@ from rtroute.config_lines import (
     check_size,
     load_toml,
     suggest,
+    token_in_environment,
     type_name,
 )
 from rtroute.config_source import shown  # noqa: F401 - as before
@@ -320,8 +321,7 @@ def loads(text: str, path: str | None = "rtroute.toml", token_given: bool = Fals
             what = "section" if isinstance(value, (Mapping, list)) else "top-level key"
             raise where.error((key,), f"unknown {what} '{key}'" + suggest(key, SECTIONS))
     broker = _parse_broker(_section(data, where, "broker"))
-    http = _parse_http(_section(data, where, "http"), token_given or bool(
-        os.environ.get("RTROUTE_HTTP_TOKEN") or os.environ.get("RTROUTE_HTTP_TOKEN_FILE")))
+    http = _parse_http(_section(data, where, "http"), token_given or token_in_environment())
     exchanges = [
         _parse_exchange(TableReader(item, ("exchange", i), where, f"exchange #{i + 1}"))
         for i, item in enumerate(_entries(data, where, "exchange"))

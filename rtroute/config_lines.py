@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -56,6 +57,7 @@ __all__ = [
     "parse_toml",
     "shown",
     "suggest",
+    "token_in_environment",
     "toml_source_map",
     "type_name",
 ]
@@ -324,3 +326,9 @@ def check_amqp_name(reader: TableReader, key: str, value: str | None) -> None:
         problem = shortstr_problem(value)
         if problem:
             raise reader.error_at((key,), f"{reader.label(key)} {problem}")
+
+
+def token_in_environment() -> bool:
+    """An ops-endpoint token comes from the environment (``RTROUTE_HTTP_TOKEN`` or
+    ``RTROUTE_HTTP_TOKEN_FILE``), so a listen beyond loopback needs none in the file."""
+    return bool(os.environ.get("RTROUTE_HTTP_TOKEN") or os.environ.get("RTROUTE_HTTP_TOKEN_FILE"))

@@ -18,7 +18,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from rtroute.config_lines import ConfigError, TableReader, Where, check_size, load_toml
+from rtroute.config_lines import (
+    ConfigError,
+    TableReader,
+    Where,
+    check_size,
+    load_toml,
+    token_in_environment,
+)
 from rtroute.netaddr import is_loopback, split_listen
 from rtroute.proxy.server import ProxySettings, split_hostport
 
@@ -98,8 +105,7 @@ def loads_proxy_settings(text: str, path: str | None = "rtroute.toml",
             host, _port = split_listen(settings.http)
         except ValueError as exc:
             raise reader.error_at(("http",), f"http {exc}, got {settings.http!r}") from None
-        token_given = token_given or bool(os.environ.get("RTROUTE_HTTP_TOKEN")
-                                          or os.environ.get("RTROUTE_HTTP_TOKEN_FILE"))
+        token_given = token_given or token_in_environment()
         if settings.http_token is None and not token_given and not is_loopback(host):
             raise reader.error_at(("http",), f"http {settings.http!r} is not a loopback "
                                   "address, so a token is required (http_token = \"...\", or "
