@@ -58,7 +58,7 @@ from rtroute.publisher_engine import (  # noqa: F401 - BATCH, FRAME_CACHE: their
 from rtroute.relay.outgoing import Item
 from rtroute.relay.policy import FAILED, Policy, Settlement, Verdict
 from rtroute.routing import PreconditionFailed
-from rtroute.routing.exchange_router import DEFAULT_BCC_ALIAS, ExchangeRouter
+from rtroute.routing.exchange_router import DEFAULT_BCC_ALIAS, Decision, ExchangeRouter
 
 __all__ = ["MessageFuture", "PublishError", "PublishFailed", "PublishNacked", "PublishReturned",
            "PublisherClosed", "PublisherPolicy", "RTopicPublisher"]
@@ -109,10 +109,12 @@ class MessageFuture(Item):
         routing_key: as published.
         matched: the distinct binding keys the message matched (empty: unroutable), known once
             it was routed.
+        decision: the router's :class:`~rtroute.routing.exchange_router.Decision`, once
+            routed (None before, and for an unroutable message).
     """
 
-    __slots__ = ("_awaited", "_callbacks", "_done", "_error", "_owner", "matched",
-                 "routing_key")
+    __slots__ = ("_awaited", "_callbacks", "_done", "_error", "_owner",
+                 "decision", "routing_key")
 
     item = None  # its own publish, when it has one only (see rtroute.relay.bulk)
 
@@ -129,11 +131,17 @@ class MessageFuture(Item):
         self.settlement = None
         self._owner = owner
         self.routing_key = routing_key
-        self.matched: tuple[str, ...] = ()
+        self.decision: Decision | None = None  # the router's, once routed
         self._done = False
         self._error: BaseException | None = None
         self._callbacks: list[Callable[[MessageFuture], Any]] | None = None
         self._awaited = False  # a thread waits in result(): settling wakes it
+
+    @property
+    def matched(self) -> tuple[str, ...]:
+        """The distinct binding keys the message matched, sorted (listed when first asked:
+        the planner does not list them to publish)."""
+        return () if self.decision is None else self.decision.matched
 
     def done(self) -> bool:
         """True once the message has its outcome."""

@@ -331,7 +331,7 @@ class PublisherEngine:
                 self.unroutable += 1
                 parts = [Publish(self.bindings_exchange, routing_key, None)]
             else:
-                future.matched = decision.matched
+                future.decision = decision
                 parts = decision.publishes
             if len(parts) == 1 and not mandatory and fast is not None:
                 # the common case: one publish, handed to the window in bulk (it has room)

@@ -16,37 +16,6 @@
 static int quick;
 static unsigned tests_run;
 
-/* ------------------------------------------------------------ allocation fault injection */
-
-static long fi_countdown = -1; /* the allocation that fails: 0 = the next one; -1 = none */
-static unsigned long fi_failures;
-
-static int fi_fail(void)
-{
-    if (fi_countdown < 0)
-        return 0;
-    if (fi_countdown-- == 0) {
-        fi_failures++;
-        return 1;
-    }
-    return 0;
-}
-
-void *rt_fi_malloc(size_t size)
-{
-    return fi_fail() ? NULL : malloc(size);
-}
-
-void *rt_fi_calloc(size_t n, size_t size)
-{
-    return fi_fail() ? NULL : calloc(n, size);
-}
-
-void *rt_fi_realloc(void *p, size_t size)
-{
-    return fi_fail() ? NULL : realloc(p, size);
-}
-
 /* ------------------------------------------------------------------------ random numbers */
 
 static uint64_t rng_state = 0x243f6a8885a308d3ull;

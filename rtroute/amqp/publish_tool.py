@@ -25,6 +25,15 @@ __all__ = ["PublishOneError", "publish", "publish_one"]
 _BATCH = 500  # publishes per ioloop turn, so that confirms are read in between
 
 
+HEADER_VARIANTS = 1000  # distinct values of ``vary_header`` (their frames are built once)
+
+
+def _variant_count(keys: int) -> int:
+    """At least :data:`HEADER_VARIANTS`, a multiple of ``keys`` (so that message n keeps key
+    n % keys)."""
+    return -(-HEADER_VARIANTS // keys) * keys
+
+
 def publish(
     uri: str,
     exchange: str,
@@ -38,6 +47,7 @@ def publish(
     echo: Callable[[str], Any] = print,
     mandatory: bool = False,
     progress_interval: float = 1.0,
+    vary_header: str | None = None,
 ) -> dict[str, Any]:
     """Publish ``count`` messages of ``size`` bytes and wait for every confirm.
 
@@ -52,6 +62,9 @@ def publish(
         echo: where progress lines go (``print`` by default; ``click.echo`` from the CLI).
         mandatory: publish with ``mandatory`` and count returns.
         progress_interval: seconds between progress lines (0 for none).
+        vary_header: a header whose value changes from message to message (its number
+            modulo :data:`HEADER_VARIANTS`, beside ``headers``), as a client that stamps each
+            message sends it.
 
     Returns:
         ``{"published", "acked", "nacked", "returned", "failed", "seconds", "msgs_per_s",
@@ -69,10 +82,15 @@ def publish(
     keys = [routing_key] if isinstance(routing_key, str) else list(routing_key)
     if not keys:
         raise ValueError("need at least one routing key")
-    properties = pika.BasicProperties(
-        headers=dict(headers) if headers else None,
+    # message n is published with keys[n % len(keys)] and variants[n % len(variants)]
+    variants = [pika.BasicProperties(
+        headers=(dict(headers or {}, **{vary_header: i}) if vary_header else
+                 dict(headers) if headers else None),
         delivery_mode=pika.DeliveryMode.Persistent if persistent else None,
-    )
+    ) for i in range(_variant_count(len(keys)) if vary_header else 1)]
+    named = keys  # as given, for the result
+    if len(variants) > 1:
+        keys = [keys[i % len(keys)] for i in range(len(variants))]
     latencies: list[float] = []
     outcomes = dict.fromkeys(Outcome, 0)
     run: dict[str, Any] = {"published": 0, "started": None, "finished": None, "error": None,
@@ -121,8 +139,9 @@ def publish(
                                               mandatory, callback=on_settled)
         else:
             for n in range(first, first + budget):
-                confirm_window.publish(exchange, keys[n % len(keys)], body, properties,
-                                       mandatory, callback=on_settled)
+                confirm_window.publish(exchange, keys[n % len(keys)], body,
+                                       variants[n % len(variants)], mandatory,
+                                       callback=on_settled)
         run["published"] += budget
         progress()
         if run["published"] >= count:
@@ -147,11 +166,12 @@ def publish(
             reader = frames.install(connection_)
             frame_max = connection_.params.frame_max
             number = channel.channel_number
-            header = content_header_frame(number, len(body), properties)
             run["frames"] = [frames.content_after(
                 frames.publish_frame(number, frames.shortstr(exchange), frames.shortstr(key),
-                                     mandatory) + header, number, body, frame_max)
-                for key in keys]
+                                     mandatory)
+                + content_header_frame(number, len(body), variants[i % len(variants)]),
+                number, body, frame_max)
+                for i, key in enumerate(keys)]
             confirm_window.read_confirms_from(reader)
         except (RuntimeError, ValueError, AttributeError) as exc:
             echo(f"publishing through pika (slower): {exc}")
@@ -182,7 +202,7 @@ def publish(
     result = {
         "uri": mask_uri(uri),
         "exchange": exchange,
-        "routing_key": keys[0] if len(keys) == 1 else keys,
+        "routing_key": named[0] if len(named) == 1 else named,
         "count": count,
         "size": size,
         "published": run["published"],

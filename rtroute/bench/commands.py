@@ -270,27 +270,32 @@ def bench_confirms(uri: str, persistent: bool, json_path: str | None) -> None:
               help="Also measure bind/unbind -> seen by a running publisher (20 trials).")
 @click.option("--scenario", "scenarios", multiple=True,
               type=click.Choice(["literal", "star", "trailing-hash", "leading-hash",
-                                 "fanout-10", "fanout-100"]),
+                                 "fanout-10", "fanout-100", "varied-literal", "varied-star",
+                                 "varied-fanout-10", "header-per-message", "mixed", "one-key",
+                                 "varied"]),
               help="Only this scenario (repeatable; default: all), e.g. many --repeat runs "
-                   "of one key shape.")
+                   "of one key shape; one-key: the six one-key shapes, varied: the five of "
+                   "real traffic (many keys in turn, a header per message).")
 @json_option
 def bench_publish(uri: str, management_uri: str | None, plugin_uri: str | None, repeat: int,
                   no_sidecar: bool, scale: float, bindings: int, bindings_type: str,
                   visibility: bool, scenarios: tuple[str, ...], json_path: str | None) -> None:
     """Publisher-side routing vs a native topic exchange, the sidecar and the plugin: 10k
-    bindings; 1, 10, 100 queues/msg; literal, *, trailing # and leading # keys."""
+    bindings; 1, 10, 100 queues/msg; literal, *, trailing # and leading # keys; then real
+    traffic: many keys in turn, a header changing per message, a mixed stream."""
     import dataclasses
 
     from rtroute.bench.publish import (
         SHAPES,
+        VARIED_SHAPES,
         json_rows,
         measure_visibility,
         resolve_bindings_type,
         run,
     )
 
-    shapes = [dataclasses.replace(s, messages=max(100, int(s.messages * scale))) for s in SHAPES
-              if not scenarios or s.name in scenarios]
+    shapes = [dataclasses.replace(s, messages=max(100, int(s.messages * scale)))
+              for s in _chosen(SHAPES, VARIED_SHAPES, scenarios)]
     bindings_type = resolve_bindings_type(uri, bindings_type)
     rows = run(uri, shapes, echo=click.echo, repeat=repeat, management_uri=management_uri,
                plugin_uri=plugin_uri, sidecar=not no_sidecar, bindings=bindings,
@@ -311,20 +316,41 @@ def bench_publish(uri: str, management_uri: str | None, plugin_uri: str | None, 
 @shape_repeat_option
 @scale_option
 @shape_bindings_option
+@click.option("--scenario", "scenarios", multiple=True,
+              type=click.Choice(["literal", "star", "trailing-hash", "leading-hash",
+                                 "fanout-10", "varied-literal", "varied-star",
+                                 "varied-fanout-10", "header-per-message", "mixed", "one-key",
+                                 "varied"]),
+              help="Only this scenario (repeatable; default: all); one-key: the five one-key "
+                   "shapes, varied: the five of real traffic.")
 @json_option
 def bench_proxy(uri: str, management_uri: str | None, plugin_uri: str | None, repeat: int,
-                scale: float, bindings: int, json_path: str | None) -> None:
+                scale: float, bindings: int, scenarios: tuple[str, ...],
+                json_path: str | None) -> None:
     """Publishing through `rtroute proxy` to x-rtopic vs straight to a native topic exchange
-    (and the plugin): 10k bindings; 1 and 10 queues/msg."""
+    (and the plugin): 10k bindings; 1 and 10 queues/msg; then real traffic: many keys in
+    turn, a header changing per message, a mixed stream."""
     import dataclasses
 
     from rtroute.bench.proxy import SHAPES, json_rows, run
+    from rtroute.bench.publish import VARIED_SHAPES
 
-    shapes = [dataclasses.replace(s, messages=max(100, int(s.messages * scale))) for s in SHAPES]
+    shapes = [dataclasses.replace(s, messages=max(100, int(s.messages * scale)))
+              for s in _chosen(SHAPES, VARIED_SHAPES, scenarios)]
     rows = run(uri, shapes, echo=click.echo, repeat=repeat, management_uri=management_uri,
                plugin_uri=plugin_uri, bindings=bindings)
     _save(json_path, "proxy", {"repeat": repeat, "scale": scale, "bindings": bindings,
+                               "scenarios": [s.name or s.label for s in shapes],
                                "plugin": plugin_uri is not None}, json_rows(rows), uri=uri)
+
+
+def _chosen(one_key: list, varied: list, names: tuple[str, ...]) -> list:
+    """The shapes ``names`` asks for (all without names; ``one-key`` and ``varied`` name
+    groups), in the table's order."""
+    if not names:
+        return one_key + varied
+    return [s for s in one_key if "one-key" in names or s.name in names] + \
+        [s for s in varied if "varied" in names or s.name in names]
 
 
 @bench.command("proxy-isolation")

@@ -28,11 +28,14 @@ from rtroute.routing.delivery_plan import bindings_exchange_type
 
 DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
 SHAPES = [
-    Shape("1 queue/msg, literal key", 1, 20_000, "hit.app1.mod1.t0", "hit.app1.mod1.t0"),
-    Shape("1 queue/msg, *.app1.mod1.t0", 1, 20_000, "*.app1.mod1.t0", "*.app1.mod1.t0"),
-    Shape("1 queue/msg, hit.#", 1, 20_000, "hit.#", "hit.#"),
-    Shape("1 queue/msg, #.t0 (leading #)", 1, 20_000, "#.t0", "#.t0"),
-    Shape("10 queues/msg, hit.app1.mod1.*", 10, 5_000, "hit.app1.mod1.*", "hit.app1.mod1.*"),
+    Shape("1 queue/msg, literal key", 1, 20_000, "hit.app1.mod1.t0", "hit.app1.mod1.t0",
+          name="literal"),
+    Shape("1 queue/msg, *.app1.mod1.t0", 1, 20_000, "*.app1.mod1.t0", "*.app1.mod1.t0",
+          name="star"),
+    Shape("1 queue/msg, hit.#", 1, 20_000, "hit.#", "hit.#", name="trailing-hash"),
+    Shape("1 queue/msg, #.t0 (leading #)", 1, 20_000, "#.t0", "#.t0", name="leading-hash"),
+    Shape("10 queues/msg, hit.app1.mod1.*", 10, 5_000, "hit.app1.mod1.*", "hit.app1.mod1.*",
+          name="fanout-10"),
 ]
 
 
@@ -97,11 +100,11 @@ def run_shape(uri: str, shape: Shape, proxied: str, echo: Callable[[str], None],
         publish(proxied, setup.name, "warm.up", 1, 10, echo=lambda *_: None)
         for run_number in range(1, repeat + 1):
             setup.purge(channel)
-            rates["native"].append(_pika_path(uri, setup.native, shape.topic_key, shape,
+            rates["native"].append(_pika_path(uri, setup.native, shape.topic_keys, shape,
                                               channel, setup.queues))
             setup.purge(channel)
             used = cpu_seconds(proxy_pid)
-            rates["proxy"].append(_pika_path(proxied, setup.name, shape.rtopic_key, shape,
+            rates["proxy"].append(_pika_path(proxied, setup.name, shape.rtopic_keys, shape,
                                              channel, setup.queues))
             cpu.append((cpu_seconds(proxy_pid) - used) * 1e6 / shape.messages)
             if plugin_channel is not None:
@@ -113,7 +116,8 @@ def run_shape(uri: str, shape: Shape, proxied: str, echo: Callable[[str], None],
         _close(conn, channel, plugin_conn, plugin_channel, setup)
     medians = _medians(rates, repeat)
     row = {"scenario": shape.label, "messages": shape.messages,
-           "queues_per_message": shape.matched, "bindings": bindings, **medians,
+           "queues_per_message": shape.matched, "bindings": setup.total,
+           "header_per_message": shape.vary_header, **medians,
            "proxy_cpu_us_per_msg": sorted(cpu)[len(cpu) // 2],
            "proxy_vs_native": medians["proxy_msgs_per_s"] / medians["native_msgs_per_s"]}
     if "plugin_msgs_per_s" in medians:

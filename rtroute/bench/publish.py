@@ -35,8 +35,13 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import pika
+
 from rtroute.amqp import connect_blocking, publish
+from rtroute.amqp.publish_tool import HEADER_VARIANTS
+from rtroute.bench import traffic
 from rtroute.bench.measure import wait_for_depth
+from rtroute.bench.traffic import Traffic
 from rtroute.netaddr import free_port
 
 DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
@@ -57,6 +62,41 @@ class Shape:
     topic_binding: str
     topic_key: str = "hit.app1.mod1.t0"
     name: str = ""  # what ``rtroute bench publish --scenario`` calls it
+    # varied traffic (many keys in turn, their own bindings; see rtroute.bench.traffic): then
+    # ``matched``, the keys and ``topic_binding`` above are not used
+    traffic: Traffic | None = None
+    vary_header: bool = False  # a header whose value changes per message
+
+    @property
+    def rtopic_keys(self) -> list[str]:
+        """What rtopic publishers send, in turn."""
+        return list(self.traffic.rtopic_keys) if self.traffic else [self.rtopic_key]
+
+    @property
+    def topic_keys(self) -> list[str]:
+        """What the native topic exchange's publisher sends, in turn."""
+        return list(self.traffic.topic_keys) if self.traffic else [self.topic_key]
+
+    def copies(self, messages: int | None = None) -> int:
+        """The copies ``messages`` (default: the shape's count) deliver in all."""
+        messages = self.messages if messages is None else messages
+        return self.traffic.total_copies(messages) if self.traffic else messages * self.matched
+
+    @property
+    def queue_count(self) -> int:
+        return self.traffic.queues if self.traffic else self.matched
+
+    def rtopic_bindings(self) -> list[tuple[int, str]]:
+        """``(queue, key)`` on ``NAME.bindings`` and the plugin's exchange."""
+        if self.traffic:
+            return list(self.traffic.rtopic_bindings)
+        return [(i, f"hit.app1.mod1.t{i}") for i in range(self.matched)]
+
+    def topic_bindings(self) -> list[tuple[int, str]]:
+        """``(queue, key)`` on the native topic exchange."""
+        if self.traffic:
+            return list(self.traffic.topic_bindings)
+        return [(i, self.topic_binding) for i in range(self.matched)]
 
 
 SHAPES = [
@@ -71,7 +111,21 @@ SHAPES = [
     Shape("100 queues/msg, hit.app1.mod1.*", 100, 2_000, "hit.app1.mod1.*", "hit.app1.mod1.*",
           name="fanout-100"),
 ]
-SCENARIOS = [s.name for s in SHAPES]
+# real traffic: many keys in turn (rtroute.bench.traffic); `--scenario varied` runs them all
+VARIED_SHAPES = [
+    Shape("10,000 literal keys in turn, 1 binding each", 1, 20_000, "", "",
+          name="varied-literal", traffic=traffic.varied_literal()),
+    Shape("1,000 keys w{i}.* in turn, each 10 bindings of 1 queue", 1, 20_000, "", "",
+          name="varied-star", traffic=traffic.varied_star()),
+    Shape("100 keys in turn, each to 10 queues", 10, 5_000, "", "", name="varied-fanout-10",
+          traffic=traffic.fanout()),
+    Shape("*.app1.mod1.t0, a header changing per message", 1, 20_000, "*.app1.mod1.t0",
+          "*.app1.mod1.t0", name="header-per-message", vary_header=True),
+    Shape("mixed: literal, w{i}.*, fan-out 10, header per message", 1, 20_000, "", "",
+          name="mixed", traffic=traffic.mixed(), vary_header=True),
+]
+VARY_HEADER = "x-seq"  # the header a shape with vary_header changes per message
+SCENARIOS = [s.name for s in SHAPES + VARIED_SHAPES]
 # the publisher-side paths: key of the rates -> (name in the JSON report, column title,
 # RTopicPublisher options)
 PUBLISHERS: dict[str, tuple[str, str, dict[str, Any]]] = {
@@ -123,17 +177,22 @@ class _Setup:
                  bindings: int = BINDINGS, bindings_type: str = "topic"):
         self.name = f"rtroute.bench.{tag}"
         self.native = f"{self.name}.native"
-        self.queues = [f"{self.name}.q{i}" for i in range(shape.matched)]
+        self.queues = [f"{self.name}.q{i}" for i in range(shape.queue_count)]
         self.fillers = [f"{self.name}.f{i}" for i in range(10)]
         channel.exchange_declare(self.native, "topic", durable=True)
         channel.exchange_declare(f"{self.name}.bindings", bindings_type, durable=True)
-        for i, queue in enumerate(self.queues):
+        for queue in self.queues:
             channel.queue_declare(queue, exclusive=True)
-            channel.queue_bind(queue, f"{self.name}.bindings", f"hit.app1.mod1.t{i}")
-            channel.queue_bind(queue, self.native, shape.topic_binding)
+        rtopic_bindings = shape.rtopic_bindings()
+        for i, key in rtopic_bindings:
+            channel.queue_bind(self.queues[i], f"{self.name}.bindings", key)
+        for i, key in shape.topic_bindings():
+            channel.queue_bind(self.queues[i], self.native, key)
         for queue in self.fillers:
             channel.queue_declare(queue, exclusive=True)
-        for j in range(bindings - shape.matched):
+        self.fills = max(bindings - len(rtopic_bindings), 0)
+        self.total = len(rtopic_bindings) + self.fills  # bindings of NAME.bindings
+        for j in range(self.fills):
             queue = self.fillers[j % len(self.fillers)]
             channel.queue_bind(queue, f"{self.name}.bindings", _filler(j))
             channel.queue_bind(queue, self.native, _filler(j))
@@ -142,14 +201,14 @@ class _Setup:
         self.plugin_queues: list[str] = []
         if plugin_channel is not None:
             plugin_channel.exchange_declare(self.plugin_exchange, "x-rtopic", durable=True)
-            for i in range(shape.matched):
-                queue = plugin_channel.queue_declare(
-                    f"{self.plugin_exchange}.q{i}", exclusive=True).method.queue
-                plugin_channel.queue_bind(queue, self.plugin_exchange, f"hit.app1.mod1.t{i}")
-                self.plugin_queues.append(queue)
+            for i in range(shape.queue_count):
+                self.plugin_queues.append(plugin_channel.queue_declare(
+                    f"{self.plugin_exchange}.q{i}", exclusive=True).method.queue)
+            for i, key in rtopic_bindings:
+                plugin_channel.queue_bind(self.plugin_queues[i], self.plugin_exchange, key)
             filler = plugin_channel.queue_declare(f"{self.plugin_exchange}.f",
                                                   exclusive=True).method.queue
-            for j in range(bindings - shape.matched):
+            for j in range(self.fills):
                 plugin_channel.queue_bind(filler, self.plugin_exchange, _filler(j))
 
     def purge(self, channel: Any) -> None:
@@ -164,7 +223,7 @@ class _Setup:
                 plugin_channel.queue_purge(queue)
 
         purge_plugin()
-        return _probed_pika_path(plugin_uri, self.plugin_exchange, shape.rtopic_key, shape,
+        return _probed_pika_path(plugin_uri, self.plugin_exchange, shape.rtopic_keys, shape,
                                  plugin_channel, self.plugin_queues, purge_plugin)
 
     def remove(self, channel: Any, plugin_channel: Any = None) -> None:
@@ -177,14 +236,14 @@ class _Setup:
             plugin_channel.exchange_delete(self.plugin_exchange)
 
 
-def _pika_path(uri: str, exchange: str, key: str, shape: Shape, channel: Any,
+def _pika_path(uri: str, exchange: str, keys: list[str], shape: Shape, channel: Any,
                queues: list[str]) -> float:
     start = time.monotonic()
-    result = publish(uri, exchange, key, shape.messages, BODY, window=2000,
-                     echo=lambda *_: None)
+    result = publish(uri, exchange, keys, shape.messages, BODY, window=2000,
+                     echo=lambda *_: None, vary_header=VARY_HEADER if shape.vary_header else None)
     if result.get("error") or result["acked"] != shape.messages:
         raise RuntimeError(f"publish to {exchange} failed: {result}")
-    end = wait_for_depth(channel, queues, shape.messages * shape.matched, 600)
+    end = wait_for_depth(channel, queues, shape.copies(), 600)
     return shape.messages / (end - start)
 
 
@@ -192,7 +251,7 @@ PROBE = 500  # messages first sent to a path that may be pathologically slow
 PROBE_BUDGET = 30.0  # seconds the full count may take, judged from the probe
 
 
-def _probed_pika_path(uri: str, exchange: str, key: str, shape: Shape, channel: Any,
+def _probed_pika_path(uri: str, exchange: str, key: list[str], shape: Shape, channel: Any,
                       queues: list[str], purge: Callable[[], Any]) -> tuple[float, bool]:
     """:func:`_pika_path`, after a probe of :data:`PROBE` messages: when the probe says the
     full count would take more than :data:`PROBE_BUDGET` s (the plugin walks its whole trie
@@ -208,14 +267,18 @@ def _probed_pika_path(uri: str, exchange: str, key: str, shape: Shape, channel: 
 
 def _library_path(publisher: Any, shape: Shape, channel: Any, queues: list[str]) -> float:
     body = b"x" * BODY
+    keys = shape.rtopic_keys
+    variants = [pika.BasicProperties(headers={VARY_HEADER: i})
+                for i in range(HEADER_VARIANTS)] if shape.vary_header else [None]
     start = time.monotonic()
-    futures = [publisher.publish(shape.rtopic_key, body) for _ in range(shape.messages)]
+    futures = [publisher.publish(keys[n % len(keys)], body, variants[n % len(variants)])
+               for n in range(shape.messages)]
     publisher.wait_for_confirms()
     failed = [f for f in futures if f.exception() is not None]
     if failed:
         raise RuntimeError(f"{len(failed)} publisher-side message(s) failed: "
                            f"{failed[0].exception()}")
-    end = wait_for_depth(channel, queues, shape.messages * shape.matched, 600)
+    end = wait_for_depth(channel, queues, shape.copies(), 600)
     return shape.messages / (end - start)
 
 
@@ -271,19 +334,19 @@ def run_shape(uri: str, shape: Shape, echo: Callable[[str], None], repeat: int =
     try:
         if sidecar:
             proc, port = _start_sidecar(uri, management_uri, setup.name)
-            _wait_sidecar(proc, port, bindings)
+            _wait_sidecar(proc, port, setup.total)
         with contextlib.ExitStack() as stack:
             publishers = {path: stack.enter_context(RTopicPublisher(
                 uri, setup.name, management_uri=management_uri, window=2000, **options))
                 for path, (_name, _title, options) in PUBLISHERS.items()}
             deadline = time.monotonic() + 120
-            while any(len(p.bindings) < bindings for p in publishers.values()):
+            while any(len(p.bindings) < setup.total for p in publishers.values()):
                 if time.monotonic() > deadline:
                     raise RuntimeError("the publisher did not list every binding")
                 time.sleep(0.1)
             for run_number in range(1, repeat + 1):
                 setup.purge(channel)
-                rates["native"].append(_pika_path(uri, setup.native, shape.topic_key, shape,
+                rates["native"].append(_pika_path(uri, setup.native, shape.topic_keys, shape,
                                                   channel, setup.queues))
                 for path, publisher in publishers.items():
                     setup.purge(channel)
@@ -291,7 +354,7 @@ def run_shape(uri: str, shape: Shape, echo: Callable[[str], None], repeat: int =
                                                      setup.queues))
                 if sidecar:
                     setup.purge(channel)
-                    rates["sidecar"].append(_pika_path(uri, setup.name, shape.rtopic_key,
+                    rates["sidecar"].append(_pika_path(uri, setup.name, shape.rtopic_keys,
                                                        shape, channel, setup.queues))
                 if plugin_channel is not None:
                     rate, probed = setup.plugin_rate(plugin_uri, shape, plugin_channel)
@@ -306,8 +369,10 @@ def run_shape(uri: str, shape: Shape, echo: Callable[[str], None], repeat: int =
         _close(conn, channel, plugin_conn, plugin_channel, setup)
     medians = _medians(rates, repeat)
     return {"scenario": shape.label, "messages": shape.messages,
-            "queues_per_message": shape.matched, "bindings": bindings,
-            "rtopic_key": shape.rtopic_key, "topic_binding": shape.topic_binding,
+            "queues_per_message": shape.matched, "bindings": setup.total,
+            "rtopic_key": shape.rtopic_key if shape.traffic is None else
+            f"{len(shape.rtopic_keys):,} keys in turn",
+            "topic_binding": shape.topic_binding, "header_per_message": shape.vary_header,
             "bindings_type": bindings_type, **medians,
             **{f"{path}_vs_native": (medians[f"{path}_msgs_per_s"]
                                      / medians["native_msgs_per_s"]) for path in PUBLISHERS},

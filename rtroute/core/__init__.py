@@ -16,18 +16,18 @@ from rtroute.core.keys import MAX_BINDING_BYTES, MAX_QUERY_BYTES, split_words
 FALLBACK_REASON: str | None
 _NATIVE_MISSING = False
 if os.environ.get("RTROUTE_PURE") == "1":
-    from rtroute.core.reference import ForwardMatcher, ReverseMatcher
+    from rtroute.core.reference import ForwardMatcher, ReverseMatcher, RTopicTable
 
     IMPLEMENTATION = "reference"
     FALLBACK_REASON = "RTROUTE_PURE=1 is set"
 else:
     try:
-        from rtroute.core._native import ForwardMatcher, ReverseMatcher
+        from rtroute.core._native import ForwardMatcher, ReverseMatcher, RTopicTable
 
         IMPLEMENTATION = "native"
         FALLBACK_REASON = None
     except ImportError as exc:  # not built (no compiler or Cython at install), or unloadable
-        from rtroute.core.reference import ForwardMatcher, ReverseMatcher
+        from rtroute.core.reference import ForwardMatcher, ReverseMatcher, RTopicTable
 
         IMPLEMENTATION = "reference"
         FALLBACK_REASON = f"the native extension cannot be imported ({exc})"
@@ -59,6 +59,7 @@ __all__ = [
     "MAX_BINDING_BYTES",
     "MAX_QUERY_BYTES",
     "ForwardMatcher",
+    "RTopicTable",
     "ReverseMatcher",
     "split_words",
     "warn_if_fallback",

@@ -66,6 +66,23 @@ cdef extern from "rtroute.h":
                         rt_ids *out)
 
 
+cdef extern from "reach.h":
+    ctypedef struct rt_reach:
+        pass
+    ctypedef struct rt_plan_stats:
+        size_t matched
+        size_t destinations
+        size_t skipped
+    rt_reach *rt_reach_new()
+    void rt_reach_free(rt_reach *r)
+    int rt_reach_add(rt_reach *r, uint32_t key, uint32_t dest)
+    int rt_reach_remove(rt_reach *r, uint32_t key, uint32_t dest)
+    size_t rt_reach_count(const rt_reach *r, uint32_t key)
+    size_t rt_reach_memory(const rt_reach *r)
+    long rt_plan(rt_matcher *m, rt_reach *r, const char *buf, const size_t *offs, size_t n,
+                 size_t n_literal, rt_ids *out, rt_ids *matched, rt_plan_stats *stats)
+
+
 cdef extern from "Python.h":
     const char *PyUnicode_AsUTF8AndSize(object text, Py_ssize_t *size) except NULL
 
@@ -298,6 +315,151 @@ cdef class ForwardMatcher(_Matcher):
 
     def __cinit__(self, *args, **kwargs):
         self._new(RT_FORWARD)
+
+
+cdef class RTopicTable(_Matcher):
+    """An x-rtopic exchange's bindings (binding key -> destinations) and the delivery planner
+    of src_c/reach.h: :meth:`plan` matches a publish's keys and picks at most one binding key
+    per destination reached, in one C call. Destinations are any hashable objects."""
+    cdef rt_reach *_r
+    cdef dict _dest_ids
+    cdef list _dests
+    cdef list _dest_refs
+    cdef list _free_dests
+    cdef rt_ids _chosen
+    cdef rt_ids _matched
+    cdef size_t _bindings
+
+    def __cinit__(self, *args, **kwargs):
+        self._new(RT_REVERSE)
+        self._r = rt_reach_new()
+        if self._r == NULL:
+            raise MemoryError("rtroute core: out of memory")
+        self._dest_ids = {}
+        self._dests = []
+        self._dest_refs = []
+        self._free_dests = []
+        self._bindings = 0
+        rt_ids_init(&self._chosen)
+        rt_ids_init(&self._matched)
+
+    def __dealloc__(self):
+        rt_reach_free(self._r)
+        rt_ids_free(&self._chosen)
+        rt_ids_free(&self._matched)
+
+    def bind(self, destination, key):
+        """Binds ``destination`` with ``key``; returns False if it was bound so already."""
+        cdef bytes raw = encode_key(key, MAX_BINDING_BYTES, "binding key")
+        cdef uint32_t ident = 0, dest
+        cdef int rc = rt_add(self._m, raw, len(raw), &ident)
+        _check(rc)
+        if rc == 1:
+            if ident >= len(self._keys):
+                self._keys.extend([None] * (ident + 1 - len(self._keys)))
+            self._keys[ident] = key if isinstance(key, str) else raw.decode("utf-8")
+        dest = self._dest_id(destination)
+        rc = rt_reach_add(self._r, ident, dest)
+        if rc < 0 or rc == 0:
+            self._dest_release(dest)
+            if rc < 0:
+                self._drop_if_unbound(raw, ident)
+                _check(rc)
+            return False
+        self._bindings += 1
+        return True
+
+    def unbind(self, destination, key):
+        """Removes one binding; returns False if it was not known."""
+        cdef bytes raw
+        cdef uint32_t ident = 0, dest
+        dest_obj = self._dest_ids.get(destination)
+        if dest_obj is None or not isinstance(key, str):
+            return False
+        try:
+            raw = encode_key(key, MAX_BINDING_BYTES, "binding key")
+        except ValueError:
+            return False
+        if rt_find(self._m, raw, len(raw), &ident) != 1:
+            return False
+        dest = dest_obj
+        if rt_reach_remove(self._r, ident, dest) != 1:
+            return False
+        self._bindings -= 1
+        self._dest_release(dest)
+        self._drop_if_unbound(raw, ident)
+        return True
+
+    cdef void _drop_if_unbound(self, bytes raw, uint32_t ident):
+        if rt_reach_count(self._r, ident) == 0 and rt_remove(self._m, raw, len(raw), &ident) == 1:
+            self._keys[ident] = None
+
+    cdef uint32_t _dest_id(self, destination) except? 0xffffffff:
+        dest = self._dest_ids.get(destination)
+        if dest is None:
+            if self._free_dests:
+                dest = self._free_dests.pop()
+                self._dests[dest] = destination
+                self._dest_refs[dest] = 0
+            else:
+                dest = len(self._dests)
+                self._dests.append(destination)
+                self._dest_refs.append(0)
+            self._dest_ids[destination] = dest
+        self._dest_refs[dest] += 1
+        return dest
+
+    cdef void _dest_release(self, uint32_t dest):
+        self._dest_refs[dest] -= 1
+        if self._dest_refs[dest] == 0:
+            del self._dest_ids[self._dests[dest]]
+            self._dests[dest] = None
+            self._free_dests.append(dest)
+
+    def binding_count(self):
+        """How many (destination, key) bindings are known."""
+        return self._bindings
+
+    def reach_memory(self):
+        """Bytes held by the planner's index (beside :meth:`memory`, the tries')."""
+        return rt_reach_memory(self._r)
+
+    def plan(self, queries, Py_ssize_t n_literal, bint want_matched=False):
+        """Plans one publish whose keys are ``queries`` (the routing key, the CC entries, then
+        the BCC entries; the first ``n_literal`` are routed by RabbitMQ on every republish).
+
+        Returns ``(keys, matched, destinations, skipped)``: at most one binding key per
+        destination reached that the literal keys do not reach, which together reach exactly
+        those (sorted); the distinct keys matched (a list when ``want_matched``, else their
+        number); the destinations reached; how many of them the literal keys reach.
+        """
+        cdef list qs = list(queries)
+        cdef size_t n = len(qs)
+        cdef size_t *offs
+        cdef char *buf = NULL
+        cdef rt_plan_stats stats
+        cdef list keys = self._keys
+        cdef size_t i
+        if n_literal < 0 or <size_t>n_literal > n:
+            raise ValueError("n_literal must be between 0 and the number of queries")
+        offs = <size_t *>malloc((n + 1) * sizeof(size_t))
+        if offs == NULL:
+            raise MemoryError("rtroute core: out of memory")
+        try:
+            buf = self._pack(qs, offs)
+            self._chosen.len = 0
+            self._matched.len = 0
+            _check(rt_plan(self._m, self._r, buf, offs, n, n_literal, &self._chosen,
+                           &self._matched if want_matched else NULL, &stats))
+        finally:
+            free(buf)
+            free(offs)
+        chosen = sorted([keys[self._chosen.ids[i]] for i in range(self._chosen.len)])
+        if want_matched:
+            matched = [keys[self._matched.ids[i]] for i in range(self._matched.len)]
+        else:
+            matched = stats.matched
+        return chosen, matched, stats.destinations, stats.skipped
 
 
 cdef extern from "amqp_frames.h":

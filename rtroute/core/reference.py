@@ -109,3 +109,71 @@ class ForwardMatcher(_Matcher):
     @staticmethod
     def _matches(query: Sequence[str], binding: Sequence[str]) -> bool:
         return glob_match(binding, query)
+
+
+class RTopicTable(ReverseMatcher):
+    """An x-rtopic exchange's bindings (binding key -> destinations) and the delivery planner
+    (the twin of ``_native.RTopicTable``): :meth:`plan` picks at most one binding key per
+    destination that a publish reaches. Destinations are any hashable objects."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._reach: dict[str, set] = {}
+        self._bindings = 0
+
+    def bind(self, destination: object, key: Key) -> bool:
+        """Binds ``destination`` with ``key``; returns False if it was bound so already."""
+        key = decode_key(key, MAX_BINDING_BYTES, "binding key")
+        destinations = self._reach.get(key)
+        if destinations is None:
+            self.add(key)
+            destinations = self._reach[key] = set()
+        if destination in destinations:
+            return False
+        destinations.add(destination)
+        self._bindings += 1
+        return True
+
+    def unbind(self, destination: object, key: object) -> bool:
+        """Removes one binding; returns False if it was not known."""
+        destinations = self._reach.get(key) if isinstance(key, str) else None
+        if not destinations or destination not in destinations:
+            return False
+        destinations.discard(destination)
+        self._bindings -= 1
+        if not destinations:
+            del self._reach[key]
+            self.remove(key)
+        return True
+
+    def binding_count(self) -> int:
+        """How many (destination, key) bindings are known."""
+        return self._bindings
+
+    def reach_memory(self) -> int:
+        """Bytes held by the planner's index (an estimate)."""
+        return sum(100 + 60 * len(ds) for ds in self._reach.values())
+
+    def plan(self, queries: Sequence[str], n_literal: int, want_matched: bool = False
+             ) -> tuple[list[str], list[str] | int, int, int]:
+        """As ``_native.RTopicTable.plan``: ``(keys, matched, destinations, skipped)``."""
+        queries = list(queries)
+        if not 0 <= n_literal <= len(queries):
+            raise ValueError("n_literal must be between 0 and the number of queries")
+        matched = self.match_union(queries)
+        first: dict[object, str] = {}  # every destination reached -> the first key reaching it
+        for key in matched:
+            for destination in self._reach[key]:
+                first.setdefault(destination, key)
+        covered = {d for q in queries[:n_literal] for d in self._reach.get(q, ())}
+        skipped = len(covered)
+        own = {d: k for k, ds in self._reach.items() if len(ds) == 1 for d in ds}
+        chosen = []
+        for shared in (True, False):  # keys no destination has alone first: they cover more
+            for destination, key in first.items():
+                if destination in covered or shared == (destination in own):
+                    continue
+                key = key if shared else own[destination]
+                chosen.append(key)
+                covered |= self._reach[key]
+        return sorted(chosen), matched if want_matched else len(matched), len(first), skipped

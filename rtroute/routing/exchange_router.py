@@ -13,15 +13,15 @@ published is dead-lettered with the reason; one that matches nothing is unroutab
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from rtroute.core import MAX_BINDING_BYTES, MAX_QUERY_BYTES, ForwardMatcher
+from rtroute.core import MAX_BINDING_BYTES, MAX_QUERY_BYTES, ForwardMatcher, RTopicTable
 from rtroute.core.keys import decode_key
-from rtroute.routing import PreconditionFailed, extra_routing_keys, make_exchange
-from rtroute.routing.delivery_plan import Destination, Publish, plan_delivery
+from rtroute.routing import PreconditionFailed, extra_routing_keys
+from rtroute.routing.delivery_plan import Destination, Publish, bcc_cost, plan_delivery
 
 __all__ = ["DEFAULT_BCC_ALIAS", "DEFAULT_FRAME_MAX", "ERROR_HEADER", "FRAME_OVERHEAD",
            "BrokerRoutedRouter", "Decision", "ExchangeRouter", "field_table_size"]
@@ -51,12 +51,17 @@ class Decision:
     error: str | None = None
     unroutable: bool = False
     keys: Sequence[str] = ()
+    #: when set, ``keys`` are not listed yet: this lists them (the planner picks keys per
+    #: destination without listing every matched key; only a caller that asks pays for it)
+    list_keys: Callable[[], Sequence[str]] | None = field(default=None, repr=False,
+                                                          compare=False)
 
     @cached_property
     def matched(self) -> tuple[str, ...]:
         """The distinct binding keys matched, sorted (computed when first asked: the
         sidecar does not ask, and a decision shared by a batch computes it once)."""
-        return tuple(sorted(set(self.keys)))
+        keys = self.keys if self.list_keys is None else self.list_keys()
+        return tuple(sorted(set(keys)))
 
 
 def field_table_size(value: Any) -> int:
@@ -117,7 +122,11 @@ class ExchangeRouter:
         self.bcc_alias = bcc_alias
         self.alternate_exchange = alternate_exchange
         self.frame_max = frame_max
-        self._exchange = make_exchange(kind, name)
+        if kind != "rtopic":
+            raise ValueError(f"ExchangeRouter routes rtopic exchanges, not {kind!r} (see "
+                             "BrokerRoutedRouter)")
+        # the binding keys with their destinations, and the planner (src_c/reach.h)
+        self._table = RTopicTable()
         self._destinations_by_key: dict[str, set[Destination]] = {}
         self._count = 0  # bindings known (read by other threads for status)
         # bind/unbind run in the owner's thread; bindings() may be called from any other
@@ -129,7 +138,7 @@ class ExchangeRouter:
     # -- bindings (fed by the binding watcher or the static config) --------------------------
     def bind(self, destination: Destination, key: str) -> bool:
         """Adds a binding of ``destination`` ("queue"|"exchange", name) with ``key``."""
-        added = self._exchange.bind(_encode(destination), key)
+        added = self._table.bind(_check_destination(destination), key)
         if added:
             with self._table_lock:
                 self._count += 1
@@ -140,7 +149,7 @@ class ExchangeRouter:
 
     def unbind(self, destination: Destination, key: str) -> bool:
         """Removes one binding; returns False if it was not known."""
-        removed = self._exchange.unbind(_encode(destination), key)
+        removed = self._table.unbind(destination, key)
         if removed:
             with self._table_lock:
                 self._count -= 1
@@ -190,7 +199,9 @@ class ExchangeRouter:
         publish the same routing key share one (read-only) :class:`Decision`.
         """
         decisions: list[Decision | None] = [None] * len(messages)
-        groups: dict[tuple[str, ...], int] = {}  # query -> its index in the core call
+        # (the publish's keys, how many of them RabbitMQ routes literally: the routing key and
+        # CC) -> its index among the plans
+        groups: dict[tuple[tuple[str, ...], int], int] = {}
         # (index, query's index, routing key, delivered headers or None for none, CC, size of
         # the headers table)
         valid: list[tuple[int, int, str, dict | None, list[str], int]] = []
@@ -214,21 +225,21 @@ class ExchangeRouter:
             except (PreconditionFailed, TypeError, ValueError) as exc:
                 decisions[i] = Decision(headers=dict(headers or {}), error=str(exc))
                 continue
-            group = groups.setdefault(queries, len(groups))
+            group = groups.setdefault((queries, 1 + len(cc)), len(groups))
             valid.append((i, group, queries[0], delivered, cc, size))
             if headers is None and type(routing_key) is str:
                 plain[routing_key] = group
-        matched = self._exchange.match_queries(list(groups))
+        plans = [self._plan(queries, n_literal) for queries, n_literal in groups]
         shared: dict[int, Decision] = {}
         for i, group, routing_key, delivered, cc, size in valid:
             if delivered is None:
                 decision = shared.get(group)
                 if decision is None:
                     decision = shared[group] = self._decision(routing_key, {}, [],
-                                                              matched[group])
+                                                              plans[group])
                 decisions[i] = decision
             else:
-                decisions[i] = self._decision(routing_key, delivered, cc, matched[group], size)
+                decisions[i] = self._decision(routing_key, delivered, cc, plans[group], size)
         for i, group in repeats:  # the first of its key was plain too: its decision is shared
             decisions[i] = shared[group]
         return decisions  # type: ignore[return-value]
@@ -249,16 +260,51 @@ class ExchangeRouter:
         headers.pop("BCC", None)
         return headers, cc, (routing_key, *extra)
 
-    def _decision(self, routing_key: str, headers: dict, cc: list[str], keys,
+    def _plan(self, queries: tuple[str, ...], n_literal: int) -> _Plan:
+        """The core's plan of one publish (see :meth:`RTopicTable.plan`), with the queries.
+        The matched keys are listed only where the plan needs them: a message that may be
+        published with its one matched key (``by_matched_key``), and a topic
+        ``NAME.bindings`` holding keys with ``*``/``#`` words, which RabbitMQ treats as
+        wildcards (the planner's index knows exact keys only)."""
+        legacy = self.bindings_type == "topic" and len(self._wildcards) > 0
+        chosen, matched, _, _ = self._table.plan(queries, n_literal,
+                                                 self.by_matched_key or legacy)
+        return _Plan(queries, chosen, matched, legacy)
+
+    def _decision(self, routing_key: str, headers: dict, cc: list[str], plan: _Plan,
                   headers_size: int = 0) -> Decision:
-        if not keys:
+        matched = plan.matched
+        if not matched:
             publishes = [Publish(self.bindings_exchange, routing_key, ())] \
                 if self.alternate_exchange else []
             return Decision(publishes, headers, unroutable=True)
         budget = self.frame_max - FRAME_OVERHEAD - headers_size
-        plan = plan_delivery(self.bindings_exchange, routing_key, cc, keys,
-                             self.destinations_of, budget, self.by_matched_key)
-        return Decision(plan, headers, keys=keys)
+        listed = isinstance(matched, list)
+        if plan.legacy or bcc_cost(plan.chosen) > budget:
+            # more destinations than one frame's BCC holds: the cover planner splits them
+            keys = matched if listed else self._table.match_union(plan.queries)
+            publishes = plan_delivery(self.bindings_exchange, routing_key, cc, keys,
+                                      self.destinations_of, budget, self.by_matched_key)
+            return Decision(publishes, headers, keys=keys)
+        if listed and self.by_matched_key and len(matched) == 1 and not cc and \
+                matched[0] != routing_key:
+            publishes = [Publish(self.bindings_exchange, matched[0], (), routing_key)]
+        else:
+            publishes = [Publish(self.bindings_exchange, routing_key, tuple(plan.chosen))]
+        if listed:
+            return Decision(publishes, headers, keys=matched)
+        queries, table = plan.queries, self._table
+        return Decision(publishes, headers, list_keys=lambda: table.match_union(queries))
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What the core planned for one publish (see :meth:`ExchangeRouter._plan`)."""
+
+    queries: tuple[str, ...]
+    chosen: list[str]  # at most one binding key per destination, sorted
+    matched: list[str] | int  # the distinct keys matched, or their number (not listed)
+    legacy: bool  # a topic NAME.bindings with wildcard keys: plan_delivery decides
 
 
 class BrokerRoutedRouter:
@@ -310,8 +356,8 @@ def _has_wildcard(key: str) -> bool:
     return any(word in ("*", "#") for word in key.split("."))
 
 
-def _encode(destination: Destination) -> str:
+def _check_destination(destination: Destination) -> Destination:
     kind, name = destination
     if kind not in ("queue", "exchange"):
         raise ValueError(f"destination type must be queue or exchange, got {kind!r}")
-    return f"{kind}:{name}"
+    return (kind, name)

@@ -189,3 +189,34 @@ def test_bindings_can_be_read_from_another_thread_while_they_change():
         sys.setswitchinterval(interval)
     assert reads > 0
     assert router.binding_count() == len(router.bindings()) == 6_000 - 2_000
+
+
+def test_the_bcc_holds_one_key_per_queue_not_every_matched_key():
+    """A wildcard matching 10 keys of one queue and 10 of another travels as two BCC entries
+    (RabbitMQ routes each entry separately: cost follows destinations, not matched keys); the
+    routing key and CC reach their queues without one; ``matched`` still lists every key."""
+    r = ExchangeRouter("w", bindings_type="direct")
+    for i in range(10):
+        r.bind(("queue", "q1"), f"eu.{i}")
+        r.bind(("queue", "q2"), f"us.{i}")
+    r.bind(("queue", "q3"), "us.0")  # us.0 reaches q2 and q3: one key for both
+    (d,) = r.decide_many([("*.*", None)])
+    (p,) = d.publishes
+    assert p.routing_key == "*.*" and len(p.bcc) == 2
+    assert p.bcc[0].startswith("eu.") and p.bcc[1] == "us.0"
+    assert len(d.matched) == 20 and d.matched[0] == "eu.0"
+    (d,) = r.decide_many([("eu.3", {"CC": ["us.1"], "BCC": ["us.*"]})])
+    assert d.publishes[0].bcc == ("us.0",)  # q3: us.1 (CC) reaches q2 only
+    (d,) = r.decide_many([("us.0", {"CC": ["eu.1"]})])
+    assert d.publishes[0].bcc == ()
+
+
+def test_a_hash_publish_over_20000_bindings_names_each_of_100_queues_once():
+    r = ExchangeRouter("w", bindings_type="direct")
+    for i in range(20_000):
+        r.bind(("queue", f"q{i % 100}"), f"k.{i}")
+    (d,) = r.decide_many([("#", {"h": 1})])
+    (p,) = d.publishes
+    assert len(p.bcc) == 100 and {r.destinations_of(k).pop() for k in p.bcc} == \
+        {("queue", f"q{i}") for i in range(100)}
+    assert len(d.matched) == 20_000
