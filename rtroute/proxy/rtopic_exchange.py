@@ -8,6 +8,7 @@ import asyncio
 import time
 from typing import Any
 
+from rtroute.amqp.content_header import bcc_entry
 from rtroute.routing.exchange_router import ExchangeRouter
 from rtroute.routing.rtopic_layout import BINDINGS_SUFFIX
 
@@ -17,7 +18,7 @@ __all__ = ["RTopic"]
 class RTopic:
     """One x-rtopic exchange as a proxy knows it (loop thread)."""
 
-    __slots__ = ("changed", "name", "planned", "ready", "rewritten", "router",
+    __slots__ = ("bcc_entries", "changed", "name", "planned", "ready", "rewritten", "router",
                  "wire_bindings", "wire_name")
 
     def __init__(self, name: str) -> None:
@@ -35,12 +36,24 @@ class RTopic:
         # wildcard over thousands of bindings is planned once, not per message; emptied by
         # every binding change too
         self.planned: dict[tuple, Any] = {}
+        # a planned BCC list -> its encoded header entry (the same few plans repeat)
+        self.bcc_entries: dict[tuple[str, ...], bytes] = {}
         self.changed: float | None = None  # time.time() of the last change (or re-listing)
+
+    def bcc_entry(self, keys: tuple[str, ...]) -> bytes:
+        """The encoded ``BCC`` header entry holding ``keys`` (cached until a binding change)."""
+        entry = self.bcc_entries.get(keys)
+        if entry is None:
+            if len(self.bcc_entries) >= 4096:
+                self.bcc_entries.clear()
+            entry = self.bcc_entries[keys] = bcc_entry(keys)
+        return entry
 
     def forget_rewrites(self) -> None:
         """The binding table changed (or may have): no rewrite or plan made before holds."""
         self.rewritten.clear()
         self.planned.clear()
+        self.bcc_entries.clear()
         self.changed = time.time()
 
     def bind(self, destination: tuple[str, str], key: str, added: bool) -> None:

@@ -20,5 +20,8 @@ def test_the_isolation_bench_reports_rates_and_answer_times(broker_uri, manageme
     assert result.exit_code == 0, result.output
     assert "confirms/s" in result.output and "SIGTERM under that load" in result.output
     rows = json.loads(out.read_text())["rows"]
-    assert [r["unit"] for r in rows] == ["msg/s", "s", "s", "s"]
+    assert [r["unit"] for r in rows] == ["msg/s", "msg/s", "s", "s", "s"]
     assert rows[0]["value"] > 0 and rows[0]["baseline_value"] > 0
+    # the same-run baseline: the same two clients straight to the broker
+    assert "straight to the broker" in rows[1]["name"] and rows[1]["baseline_value"] > 0
+    assert rows[0]["direct_ratio"] == rows[1]["ratio"]
