@@ -284,8 +284,8 @@ class RTopicPublisher:
         bcc_alias: the sidecar's BCC alias header, honoured and stripped here too.
         connection_name: shown in the management UI.
         delivery: ``"bcc"`` (default): one publish with the routing key as published and
-            ``BCC`` = the matched binding keys, so consumers see the publisher's key, as with
-            the plugin. ``"matched-key"``: a message without ``CC`` that matched exactly one
+            ``BCC`` = one matched binding key per destination, so consumers see the
+            publisher's key, as with the plugin. ``"matched-key"``: a message without ``CC`` that matched exactly one
             binding key is published with that key as its routing key and no ``BCC``, and
             carries the key as published in the ``x-rtroute-routing-key`` header; consumers
             then see the binding key as the routing key. RabbitMQ 3.x routes that at the cost

@@ -6,9 +6,12 @@ republish with ``BCC`` = the alias entries suffices; see
 :class:`rtroute.routing.exchange_router.BrokerRoutedRouter`. Diverted copies are planned by
 :mod:`rtroute.divert.copies`.)
 
-The sidecar hands the matched *binding keys* to RabbitMQ: one publish to ``NAME.bindings`` with
-the original routing key, the original headers and ``BCC`` = the matched keys. RabbitMQ resolves
-keys to queues, gives each queue one copy and strips ``BCC``.
+The sidecar hands matched *binding keys* to RabbitMQ: one publish to ``NAME.bindings`` with
+the original routing key, the original headers and ``BCC`` = binding keys. RabbitMQ resolves
+keys to queues, gives each queue one copy and strips ``BCC``. The native planner
+(``RTopicTable.plan``, src_c/reach.h) picks one key per destination; :func:`plan_delivery` is
+what decides when that list does not fit one header frame, or when ``NAME.bindings`` is a topic
+exchange holding keys with ``*``/``#`` words (see :class:`ExchangeRouter`).
 
 ``NAME.bindings`` is a *topic* exchange on RabbitMQ 3.x and a *direct* one on 4.x
 (:func:`bindings_exchange_type`): RabbitMQ 3.10 routes a publish with several routing keys (the

@@ -1,0 +1,80 @@
+"""The router's decisions with the native planner and with its pure-Python twin, on random
+binding tables, keys and headers: each republish, routed as RabbitMQ routes it on a direct
+``NAME.bindings`` (the routing key, CC and BCC looked up literally), reaches exactly the
+destinations the x-rtopic rules name, each once; both decide alike on errors and unroutables."""
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rtroute.core import reference
+from rtroute.core.keys import split_words
+from rtroute.routing.exchange_router import ExchangeRouter
+
+from ..core.conftest import NATIVE
+from ..hypothesis_profiles import examples
+
+pytestmark = pytest.mark.skipif(NATIVE is None, reason="extension not built")
+
+WORDS = ["a", "b", "c", ""]
+concrete = st.lists(st.sampled_from(WORDS), min_size=1, max_size=3).map(".".join)
+pattern = st.lists(st.sampled_from(WORDS + ["*", "#"]), min_size=1, max_size=4).map(".".join)
+destination = st.tuples(st.just("queue"), st.sampled_from("pqrstu"))
+headers = st.one_of(
+    st.none(),
+    st.fixed_dictionaries({}, optional={
+        "CC": st.lists(pattern, max_size=3),
+        "BCC": st.lists(pattern, max_size=3),
+        "x-rtroute-bcc": st.lists(pattern, max_size=2),
+        "n": st.integers(),  # a header that changes per message
+    }),
+)
+SETTINGS = settings(max_examples=examples(200), deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow])
+
+
+def routers(bindings):
+    native = ExchangeRouter("x", bindings_type="direct")
+    twin = ExchangeRouter("x", bindings_type="direct")
+    twin._table = reference.RTopicTable()  # the pure-Python planner, same router around it
+    for router in (native, twin):
+        for dest, key in bindings:
+            router.bind(dest, key)
+    return native, twin
+
+
+def expected(bindings, routing_key, hdrs):
+    queries = [routing_key]
+    for name in ("CC", "BCC", "x-rtroute-bcc"):
+        queries += (hdrs or {}).get(name, [])
+    return {d for d, k in bindings
+            if any(reference.glob_match(split_words(q), split_words(k)) for q in queries)}
+
+
+def delivered(bindings, decision, hdrs):
+    """Where RabbitMQ delivers the republishes: each destination once per publish."""
+    copies: list = []
+    for publish in decision.publishes:
+        assert publish.exchange == "x.bindings" and publish.bcc is not None
+        keys = {publish.routing_key, *(decision.headers or {}).get("CC", []), *publish.bcc}
+        copies += list({d for d, k in bindings if k in keys})
+    return copies
+
+
+@SETTINGS
+@given(st.lists(st.tuples(destination, concrete), max_size=25), pattern, headers)
+def test_native_and_twin_deliver_exactly_the_matched_destinations(bindings, routing_key, hdrs):
+    native, twin = routers(bindings)
+    bindings = set(bindings)
+    want = expected(bindings, routing_key, hdrs)
+    for router in (native, twin):
+        (decision,) = router.decide_many([(routing_key, hdrs)])
+        assert decision.error is None
+        assert decision.unroutable == (not want)
+        if want:
+            copies = delivered(bindings, decision, hdrs)
+            assert sorted(copies) == sorted(want)  # every one, once
+            assert len(decision.publishes) == 1
+            assert len(decision.publishes[0].bcc) <= len(want)
+        assert "BCC" not in decision.headers and "x-rtroute-bcc" not in decision.headers
+    assert native.decide_many([(routing_key, hdrs)])[0].matched == \
+        twin.decide_many([(routing_key, hdrs)])[0].matched
