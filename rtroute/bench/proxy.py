@@ -20,11 +20,19 @@ import time
 import uuid
 from typing import Any, Callable
 
+import pika
+
 from rtroute.amqp import connect_blocking, publish
 from rtroute.amqp.uri import parse_uri
 from rtroute.bench.publish import BINDINGS, Shape, _close, _medians, _open, _pika_path, _Setup
 from rtroute.netaddr import free_port
 from rtroute.routing.delivery_plan import bindings_exchange_type
+from rtroute.routing.rtopic_layout import (
+    BINDINGS_SUFFIX,
+    LAYOUT_ARGUMENT,
+    LAYOUT_VALUE,
+    REGISTRY_EXCHANGE,
+)
 
 DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
 SHAPES = [
@@ -80,6 +88,31 @@ def start_proxy(uri: str, management_uri: str | None) -> tuple[subprocess.Popen,
             time.sleep(0.2)
 
 
+def _register(channel: Any, name: str, proxied: str, timeout: float = 60.0) -> None:
+    """Makes ``name`` an x-rtopic exchange of the proxy's layout (``NAME.bindings`` exists):
+    its marked fanout and its registration, made on the broker as ``rtroute definitions
+    import`` makes them, then declared through the proxy until the proxy knows it. (Declared
+    through the proxy alone, on a broker that runs the x-rtopic plugin too, ``name`` would be
+    the plugin's: docs/migrate.md, side by side.)"""
+    channel.exchange_declare(REGISTRY_EXCHANGE, "direct", durable=True, internal=True)
+    channel.exchange_declare(name, "fanout", durable=True,
+                             arguments={LAYOUT_ARGUMENT: LAYOUT_VALUE})
+    channel.exchange_bind(name + BINDINGS_SUFFIX, REGISTRY_EXCHANGE, name)
+    deadline = time.monotonic() + timeout
+    while True:
+        through = connect_blocking(proxied, heartbeat=0)
+        try:
+            through.channel().exchange_declare(name, "x-rtopic", durable=True)
+            return
+        except pika.exceptions.ChannelClosedByBroker:
+            if time.monotonic() > deadline:  # 406: the proxy has not seen the registration
+                raise RuntimeError(f"the proxy did not learn {name} within {timeout:.0f} s")
+            time.sleep(0.2)
+        finally:
+            if through.is_open:
+                through.close()
+
+
 def run_shape(uri: str, shape: Shape, proxied: str, echo: Callable[[str], None],
               repeat: int, plugin_uri: str | None, bindings: int, proxy_pid: int = 0) -> dict:
     """One shape, each path ``repeat`` times (alternating); returns the median rates and the
@@ -93,9 +126,7 @@ def run_shape(uri: str, shape: Shape, proxied: str, echo: Callable[[str], None],
     if plugin_channel is not None:
         rates["plugin"] = []
     try:
-        through = connect_blocking(proxied, heartbeat=0)  # NAME as x-rtopic, through the proxy
-        through.channel().exchange_declare(setup.name, "x-rtopic", durable=True)
-        through.close()
+        _register(channel, setup.name, proxied)
         # the first publish waits until the proxy has listed the bindings
         publish(proxied, setup.name, "warm.up", 1, 10, echo=lambda *_: None)
         for run_number in range(1, repeat + 1):

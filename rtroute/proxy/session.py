@@ -666,7 +666,7 @@ class Session:
         plan_key = _plan_key(key, headers, self._bcc_alias, self.frame_max)
         decision = exchange.planned.get(plan_key) if plan_key is not None else None
         if decision is None and key is not None:
-            decision = router.decide_many([(key, headers)])[0]
+            decision = router.decide(key, headers)
             if plan_key is not None:
                 if len(exchange.planned) >= 4096:
                     exchange.planned.clear()

@@ -16,12 +16,19 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, NamedTuple
 
 from rtroute.core import MAX_BINDING_BYTES, MAX_QUERY_BYTES, ForwardMatcher, RTopicTable
 from rtroute.core.keys import decode_key
 from rtroute.routing import PreconditionFailed, extra_routing_keys
-from rtroute.routing.delivery_plan import Destination, Publish, bcc_cost, plan_delivery
+from rtroute.routing.delivery_plan import (
+    BCC_ENTRY_COST,
+    BCC_FIXED_COST,
+    Destination,
+    Publish,
+    bcc_cost,
+    plan_delivery,
+)
 
 __all__ = ["DEFAULT_BCC_ALIAS", "DEFAULT_FRAME_MAX", "ERROR_HEADER", "FRAME_OVERHEAD",
            "BrokerRoutedRouter", "Decision", "ExchangeRouter", "field_table_size"]
@@ -191,6 +198,20 @@ class ExchangeRouter:
         return self._count
 
     # -- decisions ------------------------------------------------------------------------
+    def decide(self, routing_key: Any, headers: Mapping[str, Any] | None = None) -> Decision:
+        """Decides one message (:meth:`decide_many` of one, without a batch's bookkeeping: the
+        proxy decides each message as it arrives); a bad one gets ``error``, never raises."""
+        try:
+            size = field_table_size(headers) if headers is not None else 0
+            if headers or size > 4:  # a RoutingHeaders may be empty, its table not
+                delivered, cc, queries = self._queries(routing_key, headers)
+            else:
+                routing_key = decode_key(routing_key, MAX_BINDING_BYTES, "routing key")
+                delivered, cc, queries = {}, [], (routing_key,)
+        except (PreconditionFailed, TypeError, ValueError) as exc:
+            return Decision(headers=dict(headers or {}), error=str(exc))
+        return self._decision(queries[0], delivered, cc, self._plan(queries, 1 + len(cc)), size)
+
     def decide_many(self, messages: Sequence[tuple[str, Mapping[str, Any] | None]]
                     ) -> list[Decision]:
         """Decides each ``(routing_key, headers)``; bad messages get ``error``, never raise.
@@ -198,6 +219,8 @@ class ExchangeRouter:
         Identical queries in one batch are matched once, and messages without headers that
         publish the same routing key share one (read-only) :class:`Decision`.
         """
+        if len(messages) == 1:
+            return [self.decide(*messages[0])]
         decisions: list[Decision | None] = [None] * len(messages)
         # (the publish's keys, how many of them RabbitMQ routes literally: the routing key and
         # CC) -> its index among the plans
@@ -280,7 +303,9 @@ class ExchangeRouter:
             return Decision(publishes, headers, unroutable=True)
         budget = self.frame_max - FRAME_OVERHEAD - headers_size
         listed = isinstance(matched, list)
-        if plan.legacy or bcc_cost(plan.chosen) > budget:
+        chosen = plan.chosen
+        if plan.legacy or (len(chosen) * (BCC_ENTRY_COST + 255) + BCC_FIXED_COST > budget and
+                           bcc_cost(chosen) > budget):
             # more destinations than one frame's BCC holds: the cover planner splits them
             keys = matched if listed else self._table.match_union(plan.queries)
             publishes = plan_delivery(self.bindings_exchange, routing_key, cc, keys,
@@ -290,15 +315,14 @@ class ExchangeRouter:
                 matched[0] != routing_key:
             publishes = [Publish(self.bindings_exchange, matched[0], (), routing_key)]
         else:
-            publishes = [Publish(self.bindings_exchange, routing_key, tuple(plan.chosen))]
+            publishes = [Publish(self.bindings_exchange, routing_key, tuple(chosen))]
         if listed:
             return Decision(publishes, headers, keys=matched)
         queries, table = plan.queries, self._table
         return Decision(publishes, headers, list_keys=lambda: table.match_union(queries))
 
 
-@dataclass(frozen=True)
-class _Plan:
+class _Plan(NamedTuple):
     """What the core planned for one publish (see :meth:`ExchangeRouter._plan`)."""
 
     queries: tuple[str, ...]
