@@ -138,10 +138,15 @@ cdef class _Matcher:
         cdef int rc = rt_add(self._m, raw, len(raw), &ident)
         _check(rc)
         if rc == 1:
-            if ident >= len(self._keys):
-                self._keys.extend([None] * (ident + 1 - len(self._keys)))
-            self._keys[ident] = key if isinstance(key, str) else raw.decode("utf-8")
+            self._remember(ident, key, raw)
         return rc == 1
+
+    cdef int _remember(self, uint32_t ident, object key, bytes raw) except -1:
+        """``key`` is the binding key of id ``ident`` now (results come back as this str)."""
+        if ident >= len(self._keys):
+            self._keys.extend([None] * (ident + 1 - len(self._keys)))
+        self._keys[ident] = key if isinstance(key, str) else raw.decode("utf-8")
+        return 0
 
     def remove(self, key):
         """Removes a binding key; returns False if it was absent."""
@@ -355,9 +360,7 @@ cdef class RTopicTable(_Matcher):
         cdef int rc = rt_add(self._m, raw, len(raw), &ident)
         _check(rc)
         if rc == 1:
-            if ident >= len(self._keys):
-                self._keys.extend([None] * (ident + 1 - len(self._keys)))
-            self._keys[ident] = key if isinstance(key, str) else raw.decode("utf-8")
+            self._remember(ident, key, raw)
         dest = self._dest_id(destination)
         rc = rt_reach_add(self._r, ident, dest)
         if rc < 0 or rc == 0:

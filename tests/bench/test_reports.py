@@ -123,7 +123,13 @@ def test_shovel_report(tmp_path, monkeypatch, broker_uri, mgmt):
 def test_publish_report(tmp_path, monkeypatch, broker_uri, management_uri, broker_version):
     from rtroute.bench import publish
 
+    from rtroute.bench import traffic
+
     monkeypatch.setattr(publish, "SHAPES", [publish.SHAPES[3], publish.SHAPES[4]])
+    # varied traffic, small: 20 keys w{i}.* in turn over 3 bindings each, a header per message
+    monkeypatch.setattr(publish, "VARIED_SHAPES", [publish.Shape(
+        "20 keys in turn", 1, 30_000, "", "", name="varied-star",
+        traffic=traffic.varied_star(20, 3), vary_header=True)])
     report = _run_json(tmp_path, "publish", "--uri", broker_uri, "--management-uri",
                        management_uri, "--repeat", "1", "--scale", "0.01", "--bindings", "200")
     rows = _check_rows(report, "publish", "msg/s")
@@ -132,7 +138,10 @@ def test_publish_report(tmp_path, monkeypatch, broker_uri, management_uri, broke
     names = ["publisher-side", "publisher-side, matched key",
              "publisher-side, matched key, no header"]
     assert [(r["name"], r["queues_per_message"]) for r in rows] == [
-        *((name, 1) for name in names), *((name, 10) for name in names)]
+        *((name, 1) for name in names), *((name, 10) for name in names),
+        *((name, 1) for name in names)]
+    assert rows[-1]["header_per_message"] and rows[-1]["rtopic_key"] == "20 keys in turn"
+    assert rows[-1]["messages"] == 300 and rows[-1]["bindings"] == 200
     assert all(r["sidecar_msgs_per_s"] > 0 and r["publisher_key_msgs_per_s"] > 0
                and r["publisher_bare_msgs_per_s"] > 0 for r in rows)
     assert report["parameters"]["bindings"] == 200
