@@ -285,12 +285,13 @@ class RTopicPublisher:
         connection_name: shown in the management UI.
         delivery: ``"bcc"`` (default): one publish with the routing key as published and
             ``BCC`` = one matched binding key per destination, so consumers see the
-            publisher's key, as with the plugin. ``"matched-key"``: a message without ``CC`` that matched exactly one
-            binding key is published with that key as its routing key and no ``BCC``, and
-            carries the key as published in the ``x-rtroute-routing-key`` header; consumers
-            then see the binding key as the routing key. RabbitMQ 3.x routes that at the cost
-            of a plain publish (a ``BCC`` costs it a header rewrite and a second lookup);
-            other messages are published as with ``"bcc"``.
+            publisher's key, as with the plugin. ``"matched-key"``: a message without
+            ``CC`` that matched exactly one binding key is published with that key as its
+            routing key and no ``BCC``, and carries the key as published in the
+            ``x-rtroute-routing-key`` header; consumers then see the binding key as the
+            routing key. RabbitMQ 3.x routes that at the cost of a plain publish (a ``BCC``
+            costs it a header rewrite and a second lookup); other messages are published as
+            with ``"bcc"``.
         published_key_header: with ``delivery="matched-key"``, the header that carries the
             key as published when the routing key is the matched binding key (default
             ``x-rtroute-routing-key``); ``None`` leaves it out. A header costs RabbitMQ 3.x

@@ -13,6 +13,7 @@ process on a free port.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -25,6 +26,7 @@ import pika
 from rtroute.amqp import connect_blocking, publish
 from rtroute.amqp.uri import parse_uri
 from rtroute.bench.publish import BINDINGS, Shape, _close, _medians, _open, _pika_path, _Setup
+from rtroute.bench.publish import SHAPES as PUBLISH_SHAPES
 from rtroute.netaddr import free_port
 from rtroute.routing.delivery_plan import bindings_exchange_type
 from rtroute.routing.rtopic_layout import (
@@ -35,16 +37,9 @@ from rtroute.routing.rtopic_layout import (
 )
 
 DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
-SHAPES = [
-    Shape("1 queue/msg, literal key", 1, 20_000, "hit.app1.mod1.t0", "hit.app1.mod1.t0",
-          name="literal"),
-    Shape("1 queue/msg, *.app1.mod1.t0", 1, 20_000, "*.app1.mod1.t0", "*.app1.mod1.t0",
-          name="star"),
-    Shape("1 queue/msg, hit.#", 1, 20_000, "hit.#", "hit.#", name="trailing-hash"),
-    Shape("1 queue/msg, #.t0 (leading #)", 1, 20_000, "#.t0", "#.t0", name="leading-hash"),
-    Shape("10 queues/msg, hit.app1.mod1.*", 10, 5_000, "hit.app1.mod1.*", "hit.app1.mod1.*",
-          name="fanout-10"),
-]
+# the one-key shapes of `rtroute bench publish` up to 10 queues/msg, fewer messages a run
+SHAPES = [dataclasses.replace(s, messages=20_000 if s.matched == 1 else 5_000)
+          for s in PUBLISH_SHAPES if s.matched <= 10]
 
 
 def cpu_seconds(pid: int) -> float:
@@ -88,7 +83,7 @@ def start_proxy(uri: str, management_uri: str | None) -> tuple[subprocess.Popen,
             time.sleep(0.2)
 
 
-def _register(channel: Any, name: str, proxied: str, timeout: float = 60.0) -> None:
+def register_rtopic(channel: Any, name: str, proxied: str, timeout: float = 60.0) -> None:
     """Makes ``name`` an x-rtopic exchange of the proxy's layout (``NAME.bindings`` exists):
     its marked fanout and its registration, made on the broker as ``rtroute definitions
     import`` makes them, then declared through the proxy until the proxy knows it. (Declared
@@ -126,7 +121,7 @@ def run_shape(uri: str, shape: Shape, proxied: str, echo: Callable[[str], None],
     if plugin_channel is not None:
         rates["plugin"] = []
     try:
-        _register(channel, setup.name, proxied)
+        register_rtopic(channel, setup.name, proxied)
         # the first publish waits until the proxy has listed the bindings
         publish(proxied, setup.name, "warm.up", 1, 10, echo=lambda *_: None)
         for run_number in range(1, repeat + 1):

@@ -16,6 +16,7 @@ queue): what the broker itself leaves the well-behaved client under that load.
 """
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import signal
@@ -25,12 +26,14 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Iterator
 from typing import Any, Callable
 
 import pika
 
 from rtroute.amqp import connect_blocking
-from rtroute.bench.proxy import proxy_uri
+from rtroute.bench.proxy import proxy_uri, register_rtopic
+from rtroute.bench.publish import resolve_bindings_type
 from rtroute.netaddr import free_port
 
 BINDINGS = 20_000
@@ -95,15 +98,17 @@ def _hog(uri: str, exchange: str, key: str, bcc: list[str] | None, stop: Any) ->
     conn.close()
 
 
-def _beside_hog(uri: str, exchange: str, seconds: float, hog_args: tuple) -> float:
-    """The well-behaved client's confirm rate while :func:`_hog` runs with ``hog_args``."""
+@contextlib.contextmanager
+def _hog_running(*hog_args: Any) -> Iterator[None]:
+    """While inside, :func:`_hog` runs with ``hog_args`` in a process of its own (started,
+    and its backlog built up, on entry; stopped, or killed, on exit)."""
     context = multiprocessing.get_context("spawn")
     stop = context.Event()
     hog = context.Process(target=_hog, args=(*hog_args, stop), daemon=True)
     hog.start()
     try:
         time.sleep(1.0)  # it starts (an interpreter of its own) and its backlog builds up
-        return _confirm_rate(uri, exchange, seconds)
+        yield
     finally:
         stop.set()
         hog.join(10)
@@ -146,9 +151,10 @@ def run(uri: str, management_uri: str | None, seconds: float = 3.0,
     proc, port, http = _start(uri, management_uri)
     through = proxy_uri(uri, port)
     try:
-        setup = pika.BlockingConnection(pika.URLParameters(through))
-        setup.channel().exchange_declare(name, "x-rtopic", auto_delete=False)
-        setup.close()
+        # NAME in the proxy's layout, also where the broker runs the x-rtopic plugin
+        ch.exchange_declare(f"{name}.bindings", resolve_bindings_type(uri, "auto"),
+                            durable=True)
+        register_rtopic(ch, name, through)
         names = [f"{name}-q{i}" for i in range(queues)]
         for queue in names:
             ch.queue_declare(queue, arguments={"x-max-length": 1000})
@@ -157,7 +163,8 @@ def run(uri: str, management_uri: str | None, seconds: float = 3.0,
         echo(f"{bindings} bindings over {queues} queues on {name}")
         solo = _confirm_rate(through, name, seconds)
         echo(f"through the proxy, alone: {solo:,.0f} confirms/s")
-        loaded = _beside_hog(through, name, seconds, (through, name, "#", None))
+        with _hog_running(through, name, "#", None):
+            loaded = _confirm_rate(through, name, seconds)
         echo(f"through the proxy, beside a client publishing '#' as fast as it can: "
              f"{loaded:,.0f} confirms/s ({loaded / solo:.2f} of alone)")
         # the broker alone, same traffic: the hostile client sends what the proxy sends (once
@@ -165,25 +172,19 @@ def run(uri: str, management_uri: str | None, seconds: float = 3.0,
         _settle(through, name, solo, echo)
         one_per_queue = [_key(i) for i in range(min(queues, bindings))]
         direct_alone = _confirm_rate(uri, f"{name}.bindings", seconds)
-        direct_loaded = _beside_hog(uri, f"{name}.bindings", seconds,
-                                    (uri, f"{name}.bindings", "#", one_per_queue))
+        with _hog_running(uri, f"{name}.bindings", "#", one_per_queue):
+            direct_loaded = _confirm_rate(uri, f"{name}.bindings", seconds)
         echo(f"straight to the broker: alone {direct_alone:,.0f} confirms/s, beside the same "
              f"'#' traffic {direct_loaded:,.0f} ({direct_loaded / direct_alone:.2f} of alone)")
         _settle(uri, f"{name}.bindings", direct_alone, echo)
-        context = multiprocessing.get_context("spawn")
-        stop = context.Event()
-        hog = context.Process(target=_hog, args=(through, name, "#", None, stop), daemon=True)
-        hog.start()
-        time.sleep(1.0)
-        connect = _timed(lambda: connect_blocking(through).close())
-        readyz = _timed(lambda: _readyz(http))
-        echo(f"beside it again: a new client connected in {connect:.3f} s; /readyz answered "
-             f"in {readyz:.3f} s")
-        proc.send_signal(signal.SIGTERM)
-        sigterm = _timed(lambda: proc.wait(60))
-        echo(f"SIGTERM under that load: stopped in {sigterm:.2f} s")
-        stop.set()
-        hog.join(10)
+        with _hog_running(through, name, "#", None):
+            connect = _timed(lambda: connect_blocking(through).close())
+            readyz = _timed(lambda: _readyz(http))
+            echo(f"beside it again: a new client connected in {connect:.3f} s; /readyz "
+                 f"answered in {readyz:.3f} s")
+            proc.send_signal(signal.SIGTERM)
+            sigterm = _timed(lambda: proc.wait(60))
+            echo(f"SIGTERM under that load: stopped in {sigterm:.2f} s")
         return {"alone": solo, "loaded": loaded, "ratio": loaded / solo, "connect_s": connect,
                 "readyz_s": readyz, "sigterm_s": sigterm, "direct_alone": direct_alone,
                 "direct_loaded": direct_loaded, "direct_ratio": direct_loaded / direct_alone}

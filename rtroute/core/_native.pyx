@@ -363,7 +363,7 @@ cdef class RTopicTable(_Matcher):
             self._remember(ident, key, raw)
         dest = self._dest_id(destination)
         rc = rt_reach_add(self._r, ident, dest)
-        if rc < 0 or rc == 0:
+        if rc <= 0:
             self._dest_release(dest)
             if rc < 0:
                 self._drop_if_unbound(raw, ident)

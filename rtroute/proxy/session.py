@@ -20,8 +20,8 @@ Client to broker, everything passes byte for byte except:
 - ``basic.publish`` to an x-rtopic ``NAME``: held until its content header arrives, routed with
   the core (routing key, ``CC``, the client's real ``BCC``) and sent as one publish to
   ``NAME.bindings`` with ``BCC`` = one binding key per destination. One client publish is one
-  broker publish, so confirm sequence numbers, ``mandatory`` returns and transactions are the broker's
-  own. A match set one header frame cannot carry would need several publishes: the proxy closes
+  broker publish, so confirm sequence numbers, ``mandatory`` returns and transactions are the
+  broker's own. A match set one header frame cannot carry would need several publishes: the proxy closes
   the channel instead (406), so no confirm can be misattributed (see docs/proxy.md).
 
 Broker to client: ``basic.deliver``, ``basic.get-ok`` and ``basic.return`` from ``NAME.bindings``

@@ -135,7 +135,6 @@ class ExchangeRouter:
         # the binding keys with their destinations, and the planner (src_c/reach.h)
         self._table = RTopicTable()
         self._destinations_by_key: dict[str, set[Destination]] = {}
-        self._count = 0  # bindings known (read by other threads for status)
         # bind/unbind run in the owner's thread; bindings() may be called from any other
         self._table_lock = threading.Lock()
         # bound keys holding '*'/'#' words: RabbitMQ's topic NAME.bindings treats them as
@@ -148,7 +147,6 @@ class ExchangeRouter:
         added = self._table.bind(_check_destination(destination), key)
         if added:
             with self._table_lock:
-                self._count += 1
                 self._destinations_by_key.setdefault(key, set()).add(destination)
             if _has_wildcard(key):
                 self._wildcards.add(key)
@@ -159,7 +157,6 @@ class ExchangeRouter:
         removed = self._table.unbind(destination, key)
         if removed:
             with self._table_lock:
-                self._count -= 1
                 dests = self._destinations_by_key[key]
                 dests.discard(destination)
                 emptied = not dests
@@ -195,22 +192,18 @@ class ExchangeRouter:
 
     def binding_count(self) -> int:
         """How many bindings are known (cheap, from any thread)."""
-        return self._count
+        return self._table.binding_count()
 
     # -- decisions ------------------------------------------------------------------------
     def decide(self, routing_key: Any, headers: Mapping[str, Any] | None = None) -> Decision:
         """Decides one message (:meth:`decide_many` of one, without a batch's bookkeeping: the
         proxy decides each message as it arrives); a bad one gets ``error``, never raises."""
         try:
-            size = field_table_size(headers) if headers is not None else 0
-            if headers or size > 4:  # a RoutingHeaders may be empty, its table not
-                delivered, cc, queries = self._queries(routing_key, headers)
-            else:
-                routing_key = decode_key(routing_key, MAX_BINDING_BYTES, "routing key")
-                delivered, cc, queries = {}, [], (routing_key,)
+            delivered, cc, queries, size = self._parse(routing_key, headers)
         except (PreconditionFailed, TypeError, ValueError) as exc:
             return Decision(headers=dict(headers or {}), error=str(exc))
-        return self._decision(queries[0], delivered, cc, self._plan(queries, 1 + len(cc)), size)
+        return self._decision(queries[0], {} if delivered is None else delivered, cc,
+                              self._plan(queries, 1 + len(cc)), size)
 
     def decide_many(self, messages: Sequence[tuple[str, Mapping[str, Any] | None]]
                     ) -> list[Decision]:
@@ -239,12 +232,7 @@ class ExchangeRouter:
                     repeats.append((i, group))
                     continue
             try:
-                size = field_table_size(headers) if headers is not None else 0
-                if headers or size > 4:  # a RoutingHeaders may be empty, its table not
-                    delivered, cc, queries = self._queries(routing_key, headers)
-                else:  # the common case: nothing but the routing key
-                    routing_key = decode_key(routing_key, MAX_BINDING_BYTES, "routing key")
-                    delivered, cc, queries = None, [], (routing_key,)
+                delivered, cc, queries, size = self._parse(routing_key, headers)
             except (PreconditionFailed, TypeError, ValueError) as exc:
                 decisions[i] = Decision(headers=dict(headers or {}), error=str(exc))
                 continue
@@ -266,6 +254,20 @@ class ExchangeRouter:
         for i, group in repeats:  # the first of its key was plain too: its decision is shared
             decisions[i] = shared[group]
         return decisions  # type: ignore[return-value]
+
+    def _parse(self, routing_key: Any, headers: Mapping[str, Any] | None
+               ) -> tuple[dict | None, list[str], tuple[str, ...], int]:
+        """``(delivered headers, CC, the publish's keys, size of its headers table)`` of one
+        message; the headers are None for a message with nothing but its routing key.
+
+        Raises:
+            PreconditionFailed, TypeError, ValueError: it cannot be routed as published.
+        """
+        size = field_table_size(headers) if headers is not None else 0
+        if headers or size > 4:  # a RoutingHeaders may be empty, its table not
+            return (*self._queries(routing_key, headers), size)
+        # the common case: nothing but the routing key
+        return None, [], (decode_key(routing_key, MAX_BINDING_BYTES, "routing key"),), size
 
     def _queries(self, routing_key: Any, headers: Mapping[str, Any] | None
                  ) -> tuple[dict, list[str], tuple[str, ...]]:

@@ -1,9 +1,8 @@
 """`rtroute bench publish --scenario`: the names the CLI offers are the benchmark's shapes."""
 from __future__ import annotations
 
-from click.testing import CliRunner
-
 import pytest
+from click.testing import CliRunner
 
 from rtroute.bench import proxy, traffic
 from rtroute.bench.commands import _chosen, bench_proxy, bench_publish

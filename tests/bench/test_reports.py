@@ -121,9 +121,7 @@ def test_shovel_report(tmp_path, monkeypatch, broker_uri, mgmt):
 
 
 def test_publish_report(tmp_path, monkeypatch, broker_uri, management_uri, broker_version):
-    from rtroute.bench import publish
-
-    from rtroute.bench import traffic
+    from rtroute.bench import publish, traffic
 
     monkeypatch.setattr(publish, "SHAPES", [publish.SHAPES[3], publish.SHAPES[4]])
     # varied traffic, small: 20 keys w{i}.* in turn over 3 bindings each, a header per message
