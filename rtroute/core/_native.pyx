@@ -6,6 +6,7 @@ and reuses them after removal) so that results come back as the original ``str``
 """
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from cpython.unicode cimport PyUnicode_DecodeASCII
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy
@@ -600,3 +601,94 @@ cdef class FrameScanner:
         finally:
             PyBuffer_Release(&view)
         return end, count, data
+
+
+cdef extern from "amqp_headers.h":
+    ctypedef struct rt_span:
+        size_t at
+        size_t len
+    ctypedef struct rt_header_info:
+        size_t table_at
+        size_t table_end
+        int has_table
+        int present[3]
+        rt_span entry[3]
+        size_t first[3]
+        size_t count[3]
+    long RT_HDR_GENERAL
+    long rt_header_keys(const uint8_t *f, size_t len, const uint8_t *alias, size_t alias_len,
+                        size_t max_entry, rt_header_info *info, rt_span *spans, size_t cap)
+    size_t rt_header_rewrite(const uint8_t *f, size_t len, const rt_header_info *info,
+                             const uint8_t *entry, size_t entry_len, uint8_t *out, size_t cap)
+
+cdef enum:
+    STACK_SPANS = 64
+
+
+cdef class HeaderKeys:
+    """A content header frame's ``CC``, ``BCC`` and BCC-alias arrays, read without decoding
+    the rest of its headers table (see :mod:`rtroute.core.headers`); made by :meth:`read`."""
+    cdef bytes _frame
+    cdef rt_header_info _info
+    cdef readonly object cc, bcc, alias
+    cdef readonly bint has_table
+    cdef readonly Py_ssize_t table_size
+
+    @staticmethod
+    def read(bytes frame not None, bytes alias not None, Py_ssize_t max_entry):
+        """The arrays of the whole content header ``frame`` (``alias``: the alias header's
+        name), or None when the frame is not the simple case (see ``amqp_headers.h``)."""
+        cdef HeaderKeys self = HeaderKeys.__new__(HeaderKeys)
+        cdef rt_span stack[STACK_SPANS]
+        cdef rt_span *spans = stack
+        cdef long found
+        cdef const uint8_t *f = <const uint8_t *><const char *>frame
+        found = rt_header_keys(f, len(frame), <const uint8_t *><const char *>alias, len(alias),
+                               max_entry, &self._info, spans, STACK_SPANS)
+        if found == RT_HDR_GENERAL:
+            return None
+        if found > STACK_SPANS:
+            spans = <rt_span *>malloc(found * sizeof(rt_span))
+            if spans == NULL:
+                raise MemoryError("rtroute core: out of memory")
+            rt_header_keys(f, len(frame), <const uint8_t *><const char *>alias, len(alias),
+                           max_entry, &self._info, spans, found)
+        try:
+            self.cc = self._strings(f, spans, 0)
+            self.bcc = self._strings(f, spans, 1)
+            self.alias = self._strings(f, spans, 2)
+        finally:
+            if spans != stack:
+                free(spans)
+        self._frame = frame
+        self.has_table = self._info.has_table
+        self.table_size = (self._info.table_end - self._info.table_at) if self.has_table else 0
+        return self
+
+    cdef object _strings(self, const uint8_t *f, rt_span *spans, int which):
+        cdef size_t i, first = self._info.first[which]
+        if not self._info.present[which]:
+            return None
+        return tuple([PyUnicode_DecodeASCII(<const char *>f + spans[first + i].at,
+                                            spans[first + i].len, NULL)
+                      for i in range(self._info.count[which])])
+
+    @property
+    def drops(self):
+        """The frame holds ``BCC`` or the alias (to be left out of what is sent)."""
+        return bool(self._info.present[1] or self._info.present[2])
+
+    def rewrite(self, bytes entry not None):
+        """The frame without its ``BCC`` and alias entries, with ``entry`` (one encoded table
+        entry, or ``b""``) added at the end of its headers table."""
+        cdef const uint8_t *f = <const uint8_t *><const char *>self._frame
+        cdef size_t size = rt_header_rewrite(f, len(self._frame), &self._info,
+                                             <const uint8_t *><const char *>entry, len(entry),
+                                             NULL, 0)
+        if size == 0:
+            raise ValueError("the rewritten header frame would be over 4 GiB")
+        out = PyBytes_FromStringAndSize(NULL, size)
+        rt_header_rewrite(f, len(self._frame), &self._info,
+                          <const uint8_t *><const char *>entry, len(entry),
+                          <uint8_t *>PyBytes_AS_STRING(out), size)
+        return out

@@ -18,13 +18,14 @@ __all__ = ["RTopic"]
 class RTopic:
     """One x-rtopic exchange as a proxy knows it (loop thread)."""
 
-    __slots__ = ("bcc_entries", "changed", "name", "planned", "ready", "rewritten", "router",
-                 "wire_bindings", "wire_name")
+    __slots__ = ("bcc_entries", "bindings_short", "changed", "name", "planned", "ready",
+                 "rewritten", "router", "wire_bindings", "wire_name")
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.wire_name = name.encode("utf-8")
         self.wire_bindings = (name + BINDINGS_SUFFIX).encode("utf-8")
+        self.bindings_short = bytes((len(self.wire_bindings),)) + self.wire_bindings
         self.router = ExchangeRouter(name, "rtopic")
         self.ready = asyncio.Event()
         # a client's basic.publish frame and content header frame, for messages without

@@ -36,7 +36,12 @@ arrives whole with its content is handled at one stop; a message without headers
 and header were rewritten before takes its rewrite from the exchange's cache, and so do the
 messages right after it that repeat them byte for byte, in one native call. Anything else (a
 message cut between reads, headers to edit, a channel closing) takes the frame-by-frame path,
-which gives the same bytes (``tests/proxy/test_session_pumps.py`` checks it).
+which gives the same bytes (``tests/proxy/test_session_pumps.py`` checks it). A message with
+headers (a sequence number, a timestamp: different in every message) is routed from its ``CC``,
+``BCC`` and alias arrays read natively (:mod:`rtroute.core.headers`), its plan cached per
+routing key and arrays, its table rewritten natively; only what that reader leaves (a ``CC``
+that is no array of ASCII strings, a malformed table) is decoded in Python, with the same
+result (``tests/proxy/test_route_paths.py``).
 
 Size: the two pumps and the per-channel state they share (publishes held for their header,
 channels being closed, answers expected) are one state machine of the client's connection; the
@@ -53,7 +58,9 @@ from time import perf_counter
 from typing import Any, Callable
 
 from rtroute.amqp.content_header import FLAG_HEADERS, FLAGS_OFFSET, ContentHeader
+from rtroute.core import MAX_QUERY_BYTES
 from rtroute.core.frames import SCAN_BAD_END, SCAN_STOP, SCAN_TOO_LARGE, FrameScanner
+from rtroute.core.headers import HeaderKeys
 from rtroute.proxy import wire
 from rtroute.proxy.catalog import (
     BINDINGS_SUFFIX,
@@ -149,6 +156,7 @@ class Session:
         self._client = client
         self._broker: asyncio.Transport | None = None
         self._bcc_alias = bcc_alias
+        self._bcc_alias_wire = bcc_alias.encode("utf-8")
         self._alias_bytes = bcc_alias.encode("utf-8")
         self.catalog: VhostCatalog | None = None
         self._from_client = bytearray()
@@ -639,15 +647,52 @@ class Session:
     def _route(self, channel: int, header: bytes, out: list[bytes]) -> None:
         """The content header of a publish to an x-rtopic exchange: route, rewrite, send."""
         exchange, publish = self._publishing.pop(channel)
-        routing_key, bits = wire.publish_key_and_bits(publish)
-        plain = not header[FLAGS_OFFSET] & _HEADERS_BIT
-        if plain:  # no headers: the same publish and properties are rewritten alike
+        cache_key = None
+        if not header[FLAGS_OFFSET] & _HEADERS_BIT:
+            # no headers: the same publish and properties are rewritten alike
             cache_key = publish + header
             cached = exchange.rewritten.get(cache_key)
             if cached is not None and self.frame_max >= cached[1]:
                 out.append(cached[0])
                 self.rewritten += 1
                 return
+        routing_key = wire.publish_key(publish)
+        # CC, BCC and the alias read from the frame (no table decoding): the common case
+        read = HeaderKeys.read(header, self._bcc_alias_wire, MAX_QUERY_BYTES) \
+            if routing_key.isascii() else None
+        if read is None:
+            self._route_general(channel, exchange, publish, routing_key, header, out)
+            return
+        key = routing_key.decode("ascii")
+        plan_key = (key, self.frame_max, read.cc, read.bcc, read.alias) if read.has_table \
+            else (key, self.frame_max)
+        decision = exchange.planned.get(plan_key)
+        if decision is None:
+            router = exchange.router
+            router.frame_max = self.frame_max
+            decision = router.decide_keys(key, read.cc or (), (*(read.bcc or ()),
+                                                               *(read.alias or ())),
+                                          read.table_size)
+            if len(exchange.planned) >= 4096:
+                exchange.planned.clear()
+            exchange.planned[plan_key] = decision
+        if decision.error is None:
+            bcc = self._one_publish(channel, key, decision, out)
+            if bcc is None:
+                return
+            if bcc or read.drops:
+                header = read.rewrite(exchange.bcc_entry(bcc) if bcc else b"")
+                if len(header) > self.frame_max:
+                    self._bcc_too_large(channel, out)
+                    return
+        # else as published (a key too long for a query: the broker's own refusal)
+        self._send_routed(exchange, publish, header, out, cache_key)
+
+    def _route_general(self, channel: int, exchange: RTopic, publish: bytes, routing_key: bytes,
+                       header: bytes, out: list[bytes]) -> None:
+        """:meth:`_route` for what rtroute.core.headers leaves to the general path: the whole
+        headers table decoded (a CC or BCC that is no array of strings, a key that is not
+        ASCII, a malformed frame), its plan cached as the common case's."""
         if not _U16(header, 11 + 8)[0]:  # no properties at all
             headers = None
         elif header[FLAGS_OFFSET] & (FLAG_HEADERS >> 8):
@@ -659,6 +704,7 @@ class Session:
             edited = None
         router = exchange.router
         router.frame_max = self.frame_max
+        router.bcc_alias = self._bcc_alias  # the proxy's (bcc_alias_header), not the default
         try:
             key = routing_key.decode("utf-8")
         except UnicodeDecodeError:
@@ -674,19 +720,11 @@ class Session:
         if decision is None or decision.error is not None:
             # as published (a CC or BCC that is no array: the broker closes the channel as it
             # would with the plugin)
-            out.append(wire.publish(channel, exchange.wire_bindings, routing_key, bits))
-            out.append(header)
+            self._send_routed(exchange, publish, header, out, None)
             return
-        publishes = decision.publishes
-        if len(publishes) > 1 or (publishes and (
-                publishes[0].bcc is None or publishes[0].routing_key != key)):
-            # more than one publish, or one that is not the client's (to a destination
-            # itself, or with another routing key): not what the client's confirm would be for
-            self._refuse(channel, f"PRECONDITION_FAILED - rtroute proxy: the message matched "
-                                  f"more binding keys than one header frame of {self.frame_max}"
-                                  " bytes can carry", out)
+        bcc = self._one_publish(channel, key, decision, out)  # type: ignore[arg-type]
+        if bcc is None:
             return
-        bcc = publishes[0].bcc if publishes else ()
         if bcc or (headers is not None and ("BCC" in headers or self._bcc_alias in headers)):
             if edited is None:
                 edited = ContentHeader(header)
@@ -695,18 +733,39 @@ class Session:
                 edited.set_encoded_header("BCC", exchange.bcc_entry(bcc))
             header = edited.frame(channel)
             if len(header) > self.frame_max:
-                self._refuse(channel, "PRECONDITION_FAILED - rtroute proxy: the matched binding "
-                                      f"keys do not fit in a header frame of {self.frame_max} "
-                                      "bytes", out)
+                self._bcc_too_large(channel, out)
                 return
-        method = wire.publish(channel, exchange.wire_bindings, routing_key, bits)
-        out.append(method)
-        out.append(header)
+        self._send_routed(exchange, publish, header, out, None)
+
+    def _one_publish(self, channel: int, key: str, decision: Any, out: list[bytes]
+                     ) -> tuple[str, ...] | None:
+        """The ``BCC`` of the one publish ``decision`` makes of the client's, or None when it
+        makes more than one, or another (the channel is then refused: the client's confirm
+        would not be for what was sent)."""
+        publishes = decision.publishes
+        if len(publishes) > 1 or (publishes and (
+                publishes[0].bcc is None or publishes[0].routing_key != key)):
+            self._refuse(channel, f"PRECONDITION_FAILED - rtroute proxy: the message matched "
+                                  f"more binding keys than one header frame of {self.frame_max}"
+                                  " bytes can carry", out)
+            return None
+        return publishes[0].bcc if publishes else ()
+
+    def _bcc_too_large(self, channel: int, out: list[bytes]) -> None:
+        self._refuse(channel, "PRECONDITION_FAILED - rtroute proxy: the matched binding keys do "
+                              f"not fit in a header frame of {self.frame_max} bytes", out)
+
+    def _send_routed(self, exchange: RTopic, publish: bytes, header: bytes, out: list[bytes],
+                     cache_key: bytes | None) -> None:
+        """Sends the publish to ``NAME.bindings`` with ``header``; ``cache_key``: the client's
+        frames of a message without headers, whose rewrite is kept for its repeats."""
+        frames = wire.renamed_publish(publish, exchange.bindings_short) + header
+        out.append(frames)
         self.rewritten += 1
-        if plain:
+        if cache_key is not None:
             if len(exchange.rewritten) >= 4096:
                 exchange.rewritten.clear()
-            exchange.rewritten[cache_key] = (method + header, len(header))
+            exchange.rewritten[cache_key] = (frames, len(header))
 
     def _refuse(self, channel: int, text: str, out: list[bytes], code: int = 406,
                 kind: str = "publish") -> None:

@@ -221,6 +221,24 @@ def publish(channel: int, exchange: bytes, routing_key: bytes, bits: int) -> byt
     return publish_frame(channel, shortstr(exchange), shortstr(routing_key), bits)
 
 
+def renamed_publish(frame: bytes, exchange: bytes) -> bytes:
+    """The ``basic.publish`` method ``frame`` (whole, its fields within it) to another
+    ``exchange`` (a ready short string): what :func:`publish` makes of its routing key and
+    bits."""
+    key_at = 14 + frame[13]
+    fields = frame[key_at:key_at + 2 + frame[key_at]]  # routing key, bits
+    return b"".join((HEAD.pack(FRAME_METHOD, U16.unpack_from(frame, 1)[0],
+                               6 + len(exchange) + len(fields)),
+                     frame[7:13], exchange, fields, b"\xce"))
+
+
+def publish_key(frame: bytes) -> bytes:
+    """The routing key of the ``basic.publish`` method ``frame`` (whole, its fields within it:
+    see :mod:`rtroute.core.frames`)."""
+    key_at = 14 + frame[13]
+    return frame[key_at + 1:key_at + 1 + frame[key_at]]
+
+
 def publish_key_and_bits(frame: bytes) -> tuple[bytes, int]:
     """The routing key and the bits octet of the ``basic.publish`` method ``frame`` (whole,
     its fields within it: see :mod:`rtroute.core.frames`)."""

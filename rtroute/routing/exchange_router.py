@@ -205,6 +205,21 @@ class ExchangeRouter:
         return self._decision(queries[0], {} if delivered is None else delivered, cc,
                               self._plan(queries, 1 + len(cc)), size)
 
+    def decide_keys(self, routing_key: str, cc: Sequence[str], bcc: Sequence[str],
+                    headers_size: int) -> Decision:
+        """:meth:`decide` for a message whose ``CC`` and ``BCC`` string arrays were read from
+        its frame (the BCC alias's entries after ``BCC``'s: see rtroute.core.headers) and whose
+        headers table takes ``headers_size`` bytes; the decision's ``headers`` are left empty
+        (the frame keeps them). A bad key gets ``error``, never raises."""
+        try:
+            routing_key = decode_key(routing_key, MAX_BINDING_BYTES, "routing key")
+            queries = (routing_key, *[decode_key(k, MAX_QUERY_BYTES, "CC/BCC entry")
+                                      for k in (*cc, *bcc)])
+        except (TypeError, ValueError) as exc:
+            return Decision(error=str(exc))
+        return self._decision(routing_key, {}, list(cc), self._plan(queries, 1 + len(cc)),
+                              headers_size)
+
     def decide_many(self, messages: Sequence[tuple[str, Mapping[str, Any] | None]]
                     ) -> list[Decision]:
         """Decides each ``(routing_key, headers)``; bad messages get ``error``, never raise.
