@@ -32,10 +32,11 @@ class RTopic:
         # headers -> (the pair rewritten, the rewritten header's length); emptied by every
         # binding change
         self.rewritten: dict[bytes, tuple[bytes, int]] = {}
-        # (routing key, CC, BCC, the alias header, frame_max) -> the router's decision, for
-        # messages whose other headers differ (amqplib sends a table with every message): a
-        # wildcard over thousands of bindings is planned once, not per message; emptied by
-        # every binding change too
+        # (routing key, frame_max, CC, BCC, the alias header) -> the BCC of its one publish
+        # (or the router's decision when it is not that; the general path's keys start with
+        # None), for messages whose other headers differ (amqplib sends a table with every
+        # message): a wildcard over thousands of bindings is planned once, not per message;
+        # emptied by every binding change too
         self.planned: dict[tuple, Any] = {}
         # a planned BCC list -> its encoded header entry (the same few plans repeat)
         self.bcc_entries: dict[tuple[str, ...], bytes] = {}

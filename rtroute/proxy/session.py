@@ -666,20 +666,24 @@ class Session:
         key = routing_key.decode("ascii")
         plan_key = (key, self.frame_max, read.cc, read.bcc, read.alias) if read.has_table \
             else (key, self.frame_max)
-        decision = exchange.planned.get(plan_key)
-        if decision is None:
+        # the BCC of its one publish (or the router's decision when it is not that)
+        plan = exchange.planned.get(plan_key)
+        if plan is None:
             router = exchange.router
             router.frame_max = self.frame_max
-            decision = router.decide_keys(key, read.cc or (), (*(read.bcc or ()),
-                                                               *(read.alias or ())),
-                                          read.table_size)
+            cc, bcc = read.cc or (), (*(read.bcc or ()), *(read.alias or ()))
+            plan = router.plan_bcc(key, cc, bcc, read.table_size)
+            if plan is None:
+                plan = router.decide_keys(key, cc, bcc, read.table_size)
             if len(exchange.planned) >= 4096:
                 exchange.planned.clear()
-            exchange.planned[plan_key] = decision
-        if decision.error is None:
-            bcc = self._one_publish(channel, key, decision, out)
+            exchange.planned[plan_key] = plan
+        bcc = plan if type(plan) is tuple else None
+        if bcc is not None or plan.error is None:
             if bcc is None:
-                return
+                bcc = self._one_publish(channel, key, plan, out)
+                if bcc is None:
+                    return
             if bcc or read.drops:
                 header = read.rewrite(exchange.bcc_entry(bcc) if bcc else b"")
                 if len(header) > self.frame_max:
@@ -709,7 +713,10 @@ class Session:
             key = routing_key.decode("utf-8")
         except UnicodeDecodeError:
             key = None
+        # (None first: not a key of the common path, whose plans are BCC tuples)
         plan_key = _plan_key(key, headers, self._bcc_alias, self.frame_max)
+        if plan_key is not None:
+            plan_key = (None, *plan_key)
         decision = exchange.planned.get(plan_key) if plan_key is not None else None
         if decision is None and key is not None:
             decision = router.decide(key, headers)

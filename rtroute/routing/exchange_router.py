@@ -220,6 +220,25 @@ class ExchangeRouter:
         return self._decision(routing_key, {}, list(cc), self._plan(queries, 1 + len(cc)),
                               headers_size)
 
+    def plan_bcc(self, routing_key: str, cc: Sequence[str], bcc: Sequence[str],
+                 headers_size: int) -> tuple[str, ...] | None:
+        """The ``BCC`` of the one publish that :meth:`decide_keys` decides for a message whose
+        routing key and ``CC``/``BCC`` entries are ASCII (read from its frame), without building
+        the decision: the proxy's common path. None when that decision is something else (an
+        entry too long, a plan that takes several publishes or another routing key, a topic
+        ``NAME.bindings`` holding wildcard keys): ask :meth:`decide_keys` then."""
+        if self.by_matched_key or (self.bindings_type == "topic" and len(self._wildcards)):
+            return None
+        if len(routing_key) > MAX_BINDING_BYTES or any(len(k) > MAX_QUERY_BYTES
+                                                       for k in (*cc, *bcc)):
+            return None
+        chosen = self._table.plan((routing_key, *cc, *bcc), 1 + len(cc), False)[0]
+        budget = self.frame_max - FRAME_OVERHEAD - headers_size
+        if len(chosen) * (BCC_ENTRY_COST + 255) + BCC_FIXED_COST > budget and \
+                bcc_cost(chosen) > budget:
+            return None
+        return tuple(chosen)
+
     def decide_many(self, messages: Sequence[tuple[str, Mapping[str, Any] | None]]
                     ) -> list[Decision]:
         """Decides each ``(routing_key, headers)``; bad messages get ``error``, never raise.
