@@ -212,6 +212,21 @@ size_t rt_reach_count(const rt_reach *r, uint32_t key)
     return r && key < r->n_keys ? r->keys[key].n : 0;
 }
 
+long rt_reach_dests(const rt_reach *r, uint32_t key, rt_ids *out)
+{
+    const key_reach *k;
+    if (!r || !out)
+        return RT_EINVAL;
+    if (key >= r->n_keys)
+        return 0;
+    k = &r->keys[key];
+    if (rt_ids_reserve(out, k->n) != RT_OK)
+        return RT_ENOMEM;
+    memcpy(out->ids + out->len, dests_of(k), k->n * sizeof *out->ids);
+    out->len += k->n;
+    return (long)k->n;
+}
+
 size_t rt_reach_memory(const rt_reach *r)
 {
     size_t bytes, i;
@@ -226,6 +241,45 @@ size_t rt_reach_memory(const rt_reach *r)
     for (i = 0; i < r->n_dests; i++)
         bytes += r->dests[i].cap * sizeof(uint32_t);
     return bytes;
+}
+
+#define LITERAL_COVER 0x80000000u
+
+/* Leaves out of out->ids[from..) every key whose destinations the literal keys and the other
+ * keys kept reach already (a key taken for one destination may be covered, later, by a key
+ * taken for another): no key kept adds nothing. Uses r->first as a count of the keys (or the
+ * literal cover) reaching each destination found. */
+static void prune(rt_matcher *m, rt_reach *r, const char *buf, const size_t *offs,
+                  size_t n_literal, rt_ids *out, size_t from)
+{
+    size_t i, j, kept = from;
+    for (i = 0; i < r->found.len; i++)
+        r->first[r->found.ids[i]] = 0;
+    for (i = 0; i < n_literal; i++) {
+        uint32_t key;
+        if (rt_find(m, buf + offs[i], offs[i + 1] - offs[i], &key) != 1 || key >= r->n_keys)
+            continue;
+        for (j = 0; j < r->keys[key].n; j++)
+            r->first[dests_of(&r->keys[key])[j]] = LITERAL_COVER;
+    }
+    for (i = from; i < out->len; i++) {
+        const key_reach *k = &r->keys[out->ids[i]];
+        for (j = 0; j < k->n; j++)
+            r->first[dests_of(k)[j]]++;
+    }
+    for (i = from; i < out->len; i++) {
+        const key_reach *k = &r->keys[out->ids[i]];
+        int needed = 0;
+        for (j = 0; j < k->n && !needed; j++)
+            needed = r->first[dests_of(k)[j]] == 1;
+        if (needed) {
+            out->ids[kept++] = out->ids[i];
+            continue;
+        }
+        for (j = 0; j < k->n; j++)
+            r->first[dests_of(k)[j]]--;
+    }
+    out->len = kept;
 }
 
 long rt_plan(rt_matcher *m, rt_reach *r, const char *buf, const size_t *offs, size_t n,
@@ -296,6 +350,7 @@ long rt_plan(rt_matcher *m, rt_reach *r, const char *buf, const size_t *offs, si
                 r->state[dests_of(k)[j]] = COVERED;
         }
     }
+    prune(m, r, buf, offs, n_literal, out, before_out);
     for (i = 0; i < r->found.len; i++)
         r->state[r->found.ids[i]] = UNSEEN;
     stats->matched = ids->len - before_ids;

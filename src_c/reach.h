@@ -30,6 +30,9 @@ int rt_reach_remove(rt_reach *r, uint32_t key, uint32_t dest);
 
 size_t rt_reach_count(const rt_reach *r, uint32_t key); /* destinations of key */
 size_t rt_reach_memory(const rt_reach *r);              /* bytes held */
+/* Appends to out the destinations `key` reaches (each once, in no order). Returns how many, or
+ * RT_EINVAL / RT_ENOMEM (out then keeps what it held before). */
+long rt_reach_dests(const rt_reach *r, uint32_t key, rt_ids *out);
 
 typedef struct {
     size_t matched;      /* distinct binding keys the queries matched */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ids.h"
 #include "reach.h"
 #include "rtroute.h"
 #include "test_support.h"
@@ -86,6 +87,26 @@ static int key_bound(const table *t, int k)
     return 0;
 }
 
+/* rt_reach_dests of key k lists exactly its destinations in the matrix. */
+static void check_dests(table *t, int k)
+{
+    rt_ids out;
+    size_t i;
+    int d, n = 0;
+    if (!key_bound(t, k))
+        return;
+    rt_ids_init(&out);
+    out.len = 0;
+    CHECK(rt_ids_push(&out, 0xFFFFFFFFu) == RT_OK); /* what it held stays first */
+    for (d = 0; d < NDESTS; d++)
+        n += t->bound[k][d];
+    CHECK(rt_reach_dests(t->r, t->id[k], &out) == n && out.len == (size_t)n + 1);
+    CHECK(out.ids[0] == 0xFFFFFFFFu);
+    for (i = 1; i < out.len; i++)
+        CHECK(out.ids[i] < NDESTS && t->bound[k][out.ids[i]]);
+    rt_ids_free(&out);
+}
+
 /* Binds or unbinds (key k, destination d) in both the native table and the matrix. */
 static void toggle(table *t, int k, int d)
 {
@@ -97,6 +118,7 @@ static void toggle(table *t, int k, int d)
             CHECK(rt_remove(t->m, t->keys[k], strlen(t->keys[k]), &id) == 1);
             CHECK(id == t->id[k]);
         }
+        check_dests(t, k);
         return;
     }
     if (!key_bound(t, k))
@@ -104,6 +126,7 @@ static void toggle(table *t, int k, int d)
     t->bound[k][d] = 1;
     CHECK(rt_reach_add(t->r, t->id[k], (uint32_t)d) == 1);
     CHECK(rt_reach_add(t->r, t->id[k], (uint32_t)d) == 0);
+    check_dests(t, k);
 }
 
 static int key_of_id(const table *t, uint32_t id)

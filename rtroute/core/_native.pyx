@@ -80,6 +80,7 @@ cdef extern from "reach.h":
     int rt_reach_remove(rt_reach *r, uint32_t key, uint32_t dest)
     size_t rt_reach_count(const rt_reach *r, uint32_t key)
     size_t rt_reach_memory(const rt_reach *r)
+    long rt_reach_dests(const rt_reach *r, uint32_t key, rt_ids *out)
     long rt_plan(rt_matcher *m, rt_reach *r, const char *buf, const size_t *offs, size_t n,
                  size_t n_literal, rt_ids *out, rt_ids *matched, rt_plan_stats *stats)
 
@@ -334,6 +335,7 @@ cdef class RTopicTable(_Matcher):
     cdef list _free_dests
     cdef rt_ids _chosen
     cdef rt_ids _matched
+    cdef rt_ids _listed
     cdef size_t _bindings
 
     def __cinit__(self, *args, **kwargs):
@@ -348,11 +350,13 @@ cdef class RTopicTable(_Matcher):
         self._bindings = 0
         rt_ids_init(&self._chosen)
         rt_ids_init(&self._matched)
+        rt_ids_init(&self._listed)
 
     def __dealloc__(self):
         rt_reach_free(self._r)
         rt_ids_free(&self._chosen)
         rt_ids_free(&self._matched)
+        rt_ids_free(&self._listed)
 
     def bind(self, destination, key):
         """Binds ``destination`` with ``key``; returns False if it was bound so already."""
@@ -423,6 +427,37 @@ cdef class RTopicTable(_Matcher):
     def binding_count(self):
         """How many (destination, key) bindings are known."""
         return self._bindings
+
+    def destinations(self, key):
+        """The destinations bound with exactly ``key`` (a list; empty if none)."""
+        cdef bytes raw
+        cdef uint32_t ident = 0
+        if not isinstance(key, str):
+            return []
+        try:
+            raw = encode_key(key, MAX_BINDING_BYTES, "binding key")
+        except ValueError:
+            return []
+        if rt_find(self._m, raw, len(raw), &ident) != 1:
+            return []
+        return self._dests_of(ident)
+
+    cdef list _dests_of(self, uint32_t ident):
+        cdef size_t i
+        cdef list dests = self._dests
+        self._listed.len = 0
+        _check(rt_reach_dests(self._r, ident, &self._listed))
+        return [dests[self._listed.ids[i]] for i in range(self._listed.len)]
+
+    def items(self):
+        """Every ``(destination, key)`` binding (a list, in no order)."""
+        cdef list found = []
+        cdef uint32_t ident
+        for ident, key in enumerate(self._keys):
+            if key is not None:
+                for dest in self._dests_of(ident):
+                    found.append((dest, key))
+        return found
 
     def reach_memory(self):
         """Bytes held by the planner's index (beside :meth:`memory`, the tries')."""

@@ -150,6 +150,14 @@ class RTopicTable(ReverseMatcher):
         """How many (destination, key) bindings are known."""
         return self._bindings
 
+    def destinations(self, key: object) -> list:
+        """The destinations bound with exactly ``key`` (a list; empty if none)."""
+        return list(self._reach.get(key, ())) if isinstance(key, str) else []
+
+    def items(self) -> list[tuple[object, str]]:
+        """Every ``(destination, key)`` binding (a list, in no order)."""
+        return [(d, k) for k, ds in self._reach.items() for d in ds]
+
     def reach_memory(self) -> int:
         """Bytes held by the planner's index (an estimate)."""
         return sum(100 + 60 * len(ds) for ds in self._reach.values())
@@ -176,4 +184,24 @@ class RTopicTable(ReverseMatcher):
                 key = key if shared else own[destination]
                 chosen.append(key)
                 covered |= self._reach[key]
+        chosen = self._pruned(chosen, queries[:n_literal])
         return sorted(chosen), matched if want_matched else len(matched), len(first), skipped
+
+    def _pruned(self, chosen: list[str], literal: Sequence[str]) -> list[str]:
+        """``chosen`` without the keys whose destinations the literal keys and the other
+        keys kept reach already (as the native planner prunes, in the same order)."""
+        count: dict[object, float] = {}
+        for q in literal:
+            for d in self._reach.get(q, ()):
+                count[d] = float("inf")
+        for key in chosen:
+            for d in self._reach[key]:
+                count[d] = count.get(d, 0) + 1
+        kept = []
+        for key in chosen:
+            if any(count[d] == 1 for d in self._reach[key]):
+                kept.append(key)
+            else:
+                for d in self._reach[key]:
+                    count[d] -= 1
+        return kept

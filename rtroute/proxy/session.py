@@ -941,10 +941,11 @@ def _plan_key(key: str | None, headers: dict | None, alias: str, frame_max: int
         return (key, frame_max)
     parts: list[Any] = [key, frame_max]
     for name in ("CC", "BCC", alias):
-        value = headers.get(name)
-        if value is None:
+        if name not in headers:
             parts.append(None)
-        elif type(value) is list and all(type(v) is str for v in value):
+            continue
+        value = headers[name]  # a void one (None) is refused by the broker: not cached
+        if type(value) is list and all(type(v) is str for v in value):
             parts.append(tuple(value))
         else:
             return None

@@ -132,9 +132,9 @@ class ExchangeRouter:
         if kind != "rtopic":
             raise ValueError(f"ExchangeRouter routes rtopic exchanges, not {kind!r} (see "
                              "BrokerRoutedRouter)")
-        # the binding keys with their destinations, and the planner (src_c/reach.h)
+        # the binding keys with their destinations, and the planner (src_c/reach.h): the one
+        # copy of the bindings in this process
         self._table = RTopicTable()
-        self._destinations_by_key: dict[str, set[Destination]] = {}
         # bind/unbind run in the owner's thread; bindings() may be called from any other
         self._table_lock = threading.Lock()
         # bound keys holding '*'/'#' words: RabbitMQ's topic NAME.bindings treats them as
@@ -144,40 +144,35 @@ class ExchangeRouter:
     # -- bindings (fed by the binding watcher or the static config) --------------------------
     def bind(self, destination: Destination, key: str) -> bool:
         """Adds a binding of ``destination`` ("queue"|"exchange", name) with ``key``."""
-        added = self._table.bind(_check_destination(destination), key)
-        if added:
-            with self._table_lock:
-                self._destinations_by_key.setdefault(key, set()).add(destination)
-            if _has_wildcard(key):
-                self._wildcards.add(key)
+        destination = _check_destination(destination)
+        with self._table_lock:
+            added = self._table.bind(destination, key)
+        if added and _has_wildcard(key) and len(self._table.destinations(key)) == 1:
+            self._wildcards.add(key)
         return added
 
     def unbind(self, destination: Destination, key: str) -> bool:
         """Removes one binding; returns False if it was not known."""
-        removed = self._table.unbind(destination, key)
-        if removed:
-            with self._table_lock:
-                dests = self._destinations_by_key[key]
-                dests.discard(destination)
-                emptied = not dests
-                if emptied:
-                    del self._destinations_by_key[key]
-            if emptied and _has_wildcard(key):
-                self._wildcards.remove(key)
+        with self._table_lock:
+            removed = self._table.unbind(destination, key)
+        if removed and _has_wildcard(key) and not self._table.destinations(key):
+            self._wildcards.remove(key)
         return removed
 
     def destinations_of(self, key: str) -> set[Destination]:
         """Where RabbitMQ's ``NAME.bindings`` delivers a publish routed with ``key``."""
-        found = set(self._destinations_by_key.get(key, ()))
+        table = self._table
+        found = set(table.destinations(key))
         if len(self._wildcards) and self.bindings_type == "topic":
             for wildcard in self._wildcards.match(key):
-                found |= self._destinations_by_key[wildcard]
+                found.update(table.destinations(wildcard))
         return found
 
     def replace_bindings(self, bindings: Sequence[tuple[Destination, str]]) -> None:
         """Makes the known bindings exactly ``bindings`` (after a full re-listing)."""
         wanted = set(bindings)
-        current = {(d, k) for k, ds in self._destinations_by_key.items() for d in ds}
+        with self._table_lock:
+            current = set(self._table.items())
         for dest, key in current - wanted:
             self.unbind(dest, key)
         for dest, key in wanted - current:
@@ -187,7 +182,7 @@ class ExchangeRouter:
         """Every known ``((type, name), key)``, sorted. Safe from another thread while the
         owner binds (status pages, a publisher's caller)."""
         with self._table_lock:
-            known = [(d, k) for k, ds in self._destinations_by_key.items() for d in ds]
+            known = self._table.items()
         return sorted(known)
 
     def binding_count(self) -> int:
