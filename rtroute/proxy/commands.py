@@ -58,7 +58,8 @@ def proxy(listen: tuple[str, ...], listen_tls: tuple[str, ...], uri: str | None,
     from rtroute.ops_http import ListenError
     from rtroute.proxy.config import load_proxy_settings
     from rtroute.proxy.ops import read_token_file
-    from rtroute.proxy.server import ProxyFatal, run
+    from rtroute.proxy.process import run
+    from rtroute.proxy.server import ProxyFatal
 
     configure_logging(log_level.upper(), log_format.lower())
     warn_if_fallback()

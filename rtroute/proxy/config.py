@@ -26,8 +26,8 @@ from rtroute.config_lines import (
     load_toml,
     token_in_environment,
 )
-from rtroute.netaddr import is_loopback, split_listen
-from rtroute.proxy.server import ProxySettings, split_hostport
+from rtroute.netaddr import is_loopback, split_hostport, split_listen
+from rtroute.proxy.server import ProxySettings
 
 __all__ = ["load_proxy_settings", "loads_proxy_settings"]
 

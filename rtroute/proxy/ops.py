@@ -84,7 +84,7 @@ def check_listen(addresses: list[str], reuse_port: bool = False) -> None:
         ValueError: an address that is not ``host:port``.
         ListenError: an address that cannot be bound (in use, not local, not permitted).
     """
-    from rtroute.proxy.server import split_hostport
+    from rtroute.netaddr import split_hostport
 
     for listen in addresses:
         host, port = split_hostport(listen)
