@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from rtroute.amqp import ManagementClient, NotFound, connect_blocking
 from rtroute.amqp.publish_tool import publish
-from rtroute.config import loads
+from rtroute.config.rtroute_toml import loads
 
 __all__ = ["run"]
 

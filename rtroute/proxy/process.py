@@ -7,7 +7,7 @@ import asyncio
 import logging
 import signal
 
-from rtroute import sd_notify
+from rtroute.ops import sd_notify
 from rtroute.proxy.ops import ProxyOps, check_listen, listen_error
 from rtroute.proxy.server import ProxyFatal, ProxyServer, ProxySettings
 
@@ -25,7 +25,7 @@ def run(settings: ProxySettings, on_listening=None) -> None:
     Raises:
         ProxyFatal: it stopped by itself because it cannot serve truthfully (the management
             API belongs to another broker than ``--uri``).
-        rtroute.ops_http.ListenError: a listener (AMQP or HTTP) cannot listen; the message is
+        rtroute.ops.http.ListenError: a listener (AMQP or HTTP) cannot listen; the message is
             one line (``listen 127.0.0.1:5680: address already in use``).
         ValueError: a listen address that is not ``host:port``; an HTTP endpoint beyond
             loopback without a token.

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from rtroute.amqp.uri import AmqpUri, mask_uri, parse_uri
-from rtroute.netaddr import split_hostport
+from rtroute.ops.netaddr import split_hostport
 from rtroute.proxy.catalog import Catalog
 from rtroute.proxy.session import Session
 from rtroute.routing.exchange_router import DEFAULT_BCC_ALIAS

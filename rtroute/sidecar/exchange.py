@@ -9,8 +9,8 @@ import time
 from typing import Any, Callable
 
 from rtroute.amqp import BindingWatcher, ManagementClient
-from rtroute.config import ExchangeConfig
-from rtroute.metrics import LatencyHistogram
+from rtroute.config.rtroute_toml import ExchangeConfig
+from rtroute.ops.metrics import LatencyHistogram
 from rtroute.routing.exchange_router import BrokerRoutedRouter, ExchangeRouter
 from rtroute.sidecar.status import Counters, ExchangeState, utc_timestamp
 

@@ -122,7 +122,7 @@ def format_table(header: list[str], rows: list[list[object]]) -> str:
 
 
 def _fail_on_input_errors(action: Callable[[], object]) -> object:
-    from rtroute.bindings_file import BindingsFileError
+    from rtroute.config.bindings_file import BindingsFileError
 
     try:
         return action()
