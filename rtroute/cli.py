@@ -15,6 +15,7 @@ from rtroute.bench.load import (
     routing_options,
     run_load,
 )
+from rtroute.config.constants import DEFAULT_URI
 from rtroute.control.client import token_options
 from rtroute.ops.logsetup import log_options
 from rtroute.publisher.message_options import PROPERTY_NAMES
@@ -198,7 +199,7 @@ def run(config_path: str | None, uris: tuple[str, ...], management_uris: tuple[s
         diverts = []
         allowed_transformers = ()
     try:
-        sidecar = Sidecar(_one_or_list(uris) or "amqp://guest:guest@127.0.0.1:5672/%2F",
+        sidecar = Sidecar(_one_or_list(uris) or DEFAULT_URI,
                           specs, management_uri=_one_or_list(management_uris),
                           connection_name=connection_name,
                           diverts=diverts, persist_diverts=persist_diverts,
@@ -220,7 +221,7 @@ def _one_or_list(values: tuple[str, ...]) -> str | list[str] | None:
 
 
 @main.command()
-@click.option("--uri", default="amqp://guest:guest@127.0.0.1:5672/%2F", show_default=True,
+@click.option("--uri", default=DEFAULT_URI, show_default=True,
               envvar="RTROUTE_URI", show_envvar=True)
 @click.option("--management-uri", "management_uri", default=None,
               envvar="RTROUTE_MANAGEMENT_URI", show_envvar=True,
