@@ -12,7 +12,7 @@ __version__ = "0.1.0"
 
 def __getattr__(name: str) -> type:  # lazy: the publisher pulls in pika
     if name == "RTopicPublisher":
-        from rtroute.publisher import RTopicPublisher
+        from rtroute.publisher.facade import RTopicPublisher
         return RTopicPublisher
     raise AttributeError(f"module 'rtroute' has no attribute {name!r}")
 

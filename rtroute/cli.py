@@ -15,9 +15,10 @@ from rtroute.bench.load import (
     routing_options,
     run_load,
 )
-from rtroute.logsetup import log_options
-from rtroute.message_options import PROPERTY_NAMES
-from rtroute.ops_client import token_options
+from rtroute.config.constants import DEFAULT_URI
+from rtroute.control.client import token_options
+from rtroute.ops.logsetup import log_options
+from rtroute.publisher.message_options import PROPERTY_NAMES
 
 
 def _show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
@@ -59,7 +60,7 @@ def route(bindings_path: str, kind: str, cc: tuple, bcc: tuple, as_json: bool,
     Example:
       rtroute route --bindings examples/bindings.toml '*.app1.mod1.info' --cc 'server2.#'
     """
-    from rtroute.bindings_file import BindingsFileError, load_bindings
+    from rtroute.config.bindings_file import BindingsFileError, load_bindings
     from rtroute.routing import make_exchange
 
     try:
@@ -130,14 +131,14 @@ def run(config_path: str | None, uris: tuple[str, ...], management_uris: tuple[s
       rtroute run --uri amqp://guest:guest@127.0.0.1:5672/%2F --rtopic logs
     """
 
-    from rtroute.logsetup import configure as configure_logging
+    from rtroute.ops.logsetup import configure as configure_logging
     from rtroute.sidecar.service import ExchangeSpec, Sidecar, SidecarFatal, serve
 
     configure_logging(log_level.upper(), log_format)
     from rtroute.core import warn_if_fallback
 
     warn_if_fallback()
-    from rtroute.ops_http import ListenError
+    from rtroute.ops.http import ListenError
 
     if token_file:
         if cli_token:
@@ -156,7 +157,7 @@ def run(config_path: str | None, uris: tuple[str, ...], management_uris: tuple[s
     if config_path:
         if rtopic:
             raise click.UsageError("give either --config or --rtopic, not both")
-        from rtroute.config import ConfigError, derive_management_uri, load
+        from rtroute.config.rtroute_toml import ConfigError, derive_management_uri, load
 
         try:
             config = load(config_path, token_given=bool(token))
@@ -198,7 +199,7 @@ def run(config_path: str | None, uris: tuple[str, ...], management_uris: tuple[s
         diverts = []
         allowed_transformers = ()
     try:
-        sidecar = Sidecar(_one_or_list(uris) or "amqp://guest:guest@127.0.0.1:5672/%2F",
+        sidecar = Sidecar(_one_or_list(uris) or DEFAULT_URI,
                           specs, management_uri=_one_or_list(management_uris),
                           connection_name=connection_name,
                           diverts=diverts, persist_diverts=persist_diverts,
@@ -220,7 +221,7 @@ def _one_or_list(values: tuple[str, ...]) -> str | list[str] | None:
 
 
 @main.command()
-@click.option("--uri", default="amqp://guest:guest@127.0.0.1:5672/%2F", show_default=True,
+@click.option("--uri", default=DEFAULT_URI, show_default=True,
               envvar="RTROUTE_URI", show_envvar=True)
 @click.option("--management-uri", "management_uri", default=None,
               envvar="RTROUTE_MANAGEMENT_URI", show_envvar=True,
@@ -237,7 +238,7 @@ def demo(uri: str, management_uri: str | None) -> None:
     """
     import pika.exceptions
 
-    from rtroute.demo import run as run_demo
+    from rtroute.sidecar.demo import run as run_demo
 
     try:
         run_demo(uri, echo=click.echo, management_uri=management_uri)
@@ -303,7 +304,7 @@ def publish(uri: str, exchange: str, routing_key: str, cc: tuple, bcc_alias: tup
     if body is not None and body_file is not None:
         raise click.UsageError("give either --body or --body-file, not both")
     payload = body_file.read() if body_file is not None else (body or "").encode("utf-8")
-    from rtroute.message_options import parse_headers, parse_properties
+    from rtroute.publisher.message_options import parse_headers, parse_properties
 
     try:
         headers = parse_headers(header_args)
@@ -332,8 +333,8 @@ def _publish_one(uri: str, exchange: str, routing_key: str, body: bytes,
     basic = pika.BasicProperties(headers=headers or None, **properties)
     where = f"exchange {exchange!r} with routing key {routing_key!r}"
     if route_locally:
-        from rtroute.publish_routed import publish_one_routed
         from rtroute.publisher import PublishError
+        from rtroute.publisher.publish_routed import publish_one_routed
         from rtroute.routing import PreconditionFailed
 
         try:
@@ -390,8 +391,8 @@ def status(http_listen: str, token: str | None, token_file: str | None,
       rtroute status --http 127.0.0.1:8421 --token-file /etc/rtroute/token
       rtroute status --json
     """
-    from rtroute.ops_client import OpsClientError, OpsHttpError, call, endpoint, resolve_token
-    from rtroute.status_tables import format_status, process_kind
+    from rtroute.control.client import OpsClientError, OpsHttpError, call, endpoint, resolve_token
+    from rtroute.control.status_tables import format_status, process_kind
 
     url = f"{endpoint(http_listen)}/status"
     try:
@@ -435,7 +436,7 @@ def config_check(path: str, as_bindings: bool, kind: str) -> None:
     if as_bindings:
         _check_bindings(path, kind)
         return
-    from rtroute.config import ConfigError, load
+    from rtroute.config.rtroute_toml import ConfigError, load
     from rtroute.proxy.config import load_proxy_settings
 
     try:
@@ -456,8 +457,8 @@ def config_check(path: str, as_bindings: bool, kind: str) -> None:
 def _token_notes(config: Any, proxy: Any) -> list[str]:
     """What needs a token at run time that the file does not hold (neither does the
     environment of this check)."""
-    from rtroute.config_lines import token_in_environment
-    from rtroute.netaddr import is_loopback, split_listen
+    from rtroute.config.lines import token_in_environment
+    from rtroute.ops.netaddr import is_loopback, split_listen
 
     if token_in_environment():
         return []
@@ -473,7 +474,7 @@ def _token_notes(config: Any, proxy: Any) -> list[str]:
 
 
 def _check_bindings(path: str, kind: str) -> None:
-    from rtroute.bindings_file import BindingsFileError, load_bindings
+    from rtroute.config.bindings_file import BindingsFileError, load_bindings
     from rtroute.routing import make_exchange
 
     try:

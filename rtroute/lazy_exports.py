@@ -2,7 +2,7 @@
 
 A package names what it exports and the submodule each name lives in; a submodule is
 imported on the first use of one of its names, so importing the package itself costs nothing
-(``import rtroute.config`` loads no pika: ``tests/config/test_import_cost.py``)::
+(``import rtroute.config.rtroute_toml`` loads no pika: ``tests/config/test_import_cost.py``)::
 
     __getattr__, __dir__ = lazy_exports(__name__, globals(), {"Relay": "engine", ...})
 """

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from rtroute.amqp import ManagementClient
-from rtroute.netaddr import free_port
+from rtroute.ops.netaddr import free_port
 
 RABBIT_BIN = Path("/usr/lib/rabbitmq/bin")
 COOKIE = "RTROUTETESTNODESCOOKIE"

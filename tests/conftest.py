@@ -32,13 +32,13 @@ import pika
 import pytest
 
 from rtroute.amqp import ManagementClient, ManagementError, parse_uri
+from rtroute.config.constants import DEFAULT_URI
 
 from . import (
     every_broker,
     hypothesis_profiles,  # noqa: F401 - loads the RTROUTE_HYPOTHESIS profile
 )
 
-DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
 BROKER_URI = os.environ.get("RTROUTE_TEST_URI") or DEFAULT_URI
 """The AMQP URI of the broker under test (for module-level use; fixtures: ``broker_uri``)."""
 BROKER_FIXTURES = ("broker_uri", "mgmt")

@@ -18,7 +18,7 @@ from typing import IO
 
 import pytest
 
-from rtroute.netaddr import free_port
+from rtroute.ops.netaddr import free_port
 
 
 class RtrouteProcess:

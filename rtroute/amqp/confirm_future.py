@@ -10,10 +10,7 @@ from __future__ import annotations
 import enum
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable
-
-if TYPE_CHECKING:
-    from rtroute.amqp.confirm_window import ConfirmWindow
+from typing import Any, Callable
 
 __all__ = ["Outcome", "PublishFuture", "Waits", "WindowClosed", "WindowFull"]
 
@@ -54,7 +51,7 @@ class PublishFuture:
     __slots__ = (
         "_body",
         "_callbacks",
-        "_window",
+        "_waits",
         "context",
         "delivery_tag",
         "exchange",
@@ -70,7 +67,7 @@ class PublishFuture:
 
     def __init__(
         self,
-        window: ConfirmWindow,
+        waits: Waits,
         delivery_tag: int,
         exchange: str,
         routing_key: str,
@@ -79,7 +76,7 @@ class PublishFuture:
         callback: Callable[[PublishFuture], Any] | None,
         context: Any,
     ) -> None:
-        self._window = window
+        self._waits = waits
         self.delivery_tag = delivery_tag
         self.exchange = exchange
         self.routing_key = routing_key
@@ -125,7 +122,7 @@ class PublishFuture:
             TimeoutError: no outcome within ``timeout`` seconds.
         """
         if self.outcome is None:
-            self._window._waits.wait(self.done, timeout)
+            self._waits.wait(self.done, timeout)
             if self.outcome is None:
                 raise TimeoutError(f"publish #{self.delivery_tag} not settled in {timeout} s")
         return self.outcome

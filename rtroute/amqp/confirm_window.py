@@ -486,7 +486,7 @@ class ConfirmWindow:
         """Gives the next publish its sequence number (and its place among the mandatory
         publishes a return can belong to)."""
         tag = self._next_tag
-        future = PublishFuture(self, tag, exchange, routing_key, body if mandatory else None,
+        future = PublishFuture(self._waits, tag, exchange, routing_key, body if mandatory else None,
                                mandatory, callback, context)
         self._pending[tag] = future
         self._next_tag = tag + 1

@@ -2,7 +2,7 @@
 
 Frame layout: ``type (1) | channel (2) | size (4) | payload (size) | 0xCE``. A method frame's
 payload starts with its class id and method id (two ``u16``, taken here as one ``u32``:
-:func:`method_id`), then its fields; a content header frame's payload holds the class id, the
+:func:`rtroute.amqp.methods.method_id`), then its fields; a content header frame's payload holds the class id, the
 weight, the body size (``u64``) and the property flags and values; body frames carry the body.
 
 Who builds on it: :mod:`rtroute.amqp.frames` (the sidecar's, the shovel's and the publisher's
@@ -13,6 +13,8 @@ native :mod:`rtroute.core.frames` scanner walks the same layout.
 from __future__ import annotations
 
 import struct
+
+from rtroute.amqp.methods import BASIC_PUBLISH
 
 __all__ = [
     "BASIC_PUBLISH",
@@ -33,7 +35,6 @@ __all__ = [
     "content_after",
     "content_header_size",
     "method_frame",
-    "method_id",
     "on_channel",
     "publish_frame",
     "rechannel",
@@ -53,13 +54,6 @@ _U64 = U64.unpack_from
 _CHANNEL = U16.pack
 
 
-def method_id(class_id: int, method: int) -> int:
-    """A method's (class id, method id) as the ``u32`` they make on the wire, so that a
-    frame's method is one unpack."""
-    return class_id << 16 | method
-
-
-BASIC_PUBLISH = method_id(60, 40)
 _PUBLISH = U32.pack(BASIC_PUBLISH) + b"\x00\x00"  # basic.publish, ticket 0
 
 
@@ -82,7 +76,7 @@ def shortstr(value: str | bytes) -> bytes:
 
 
 def method_frame(channel: int, method: int, fields: bytes) -> bytes:
-    """A method frame: ``method`` as :func:`method_id` makes it, ``fields`` encoded."""
+    """A method frame: ``method`` as :mod:`rtroute.amqp.methods` has it, ``fields`` encoded."""
     payload = U32.pack(method) + fields
     return HEAD.pack(FRAME_METHOD, channel, len(payload)) + payload + FRAME_END_BYTE
 

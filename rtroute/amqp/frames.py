@@ -49,6 +49,7 @@ from rtroute.amqp.frame_codec import (
     rechannel,
     shortstr,
 )
+from rtroute.amqp.methods import BASIC_ACK, BASIC_DELIVER, BASIC_NACK
 from rtroute.amqp.pika_internals import coalesce_io, emit
 
 __all__ = [
@@ -72,9 +73,9 @@ __all__ = [
 
 LOGGER = logging.getLogger(__name__)
 
-_DELIVER = pika_internals.DELIVER_METHOD
-_ACK = pika_internals.ACK_METHOD
-_NACK = pika_internals.NACK_METHOD
+_DELIVER = U32.pack(BASIC_DELIVER)  # a method frame's payload starts with these 4 bytes
+_ACK = U32.pack(BASIC_ACK)
+_NACK = U32.pack(BASIC_NACK)
 _FRAME_HEAD = HEAD
 _U16 = U16.unpack_from
 _U32 = U32.unpack_from

@@ -15,12 +15,11 @@ pika may change any of that in any release (its main branch already has), so the
 pinned to :data:`TESTED` (``pika>=1.3,<1.5`` in pyproject.toml; keep the two equal), importing
 this module with another pika warns with :class:`UntestedPikaWarning`, and what is actually
 missing is refused outright by :func:`check_connection` and :func:`coalesce_io` instead of
-misbehaving. The AMQP method ids come from ``pika.spec``.
+misbehaving. The AMQP method ids are :mod:`rtroute.amqp.methods`' (the spec's, as pika's).
 """
 from __future__ import annotations
 
 import re
-import struct
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -29,11 +28,7 @@ import pika
 import pika.spec
 
 __all__ = [
-    "ACK_METHOD",
     "COALESCE_BYTES",
-    "DELIVER_METHOD",
-    "NACK_METHOD",
-    "PUBLISH_METHOD",
     "RECV_BYTES",
     "TESTED",
     "UntestedPikaWarning",
@@ -59,12 +54,6 @@ TESTED = ((1, 3), (1, 5))
 RECV_BYTES = 64 * 1024  # per recv
 COALESCE_BYTES = 256 * 1024  # at most per send
 
-_METHOD_ID = struct.Struct(">I").pack
-#: The 4-byte class and method ids of a method frame's payload, from pika's spec.
-DELIVER_METHOD = _METHOD_ID(pika.spec.Basic.Deliver.INDEX)
-ACK_METHOD = _METHOD_ID(pika.spec.Basic.Ack.INDEX)
-NACK_METHOD = _METHOD_ID(pika.spec.Basic.Nack.INDEX)
-PUBLISH_METHOD = _METHOD_ID(pika.spec.Basic.Publish.INDEX)
 
 
 # -- the version -------------------------------------------------------------------------------

@@ -11,8 +11,7 @@ from typing import Any
 import click
 
 from rtroute.bench.load import load_options, routing_options, run_load
-
-DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
+from rtroute.config.constants import DEFAULT_URI
 
 json_option = click.option(
     "--json", "json_path", default=None, metavar="FILE", type=click.Path(dir_okay=False),

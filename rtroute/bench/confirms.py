@@ -13,8 +13,7 @@ from typing import Callable
 import pika
 
 from rtroute.amqp import connect_blocking, publish
-
-DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
+from rtroute.config.constants import DEFAULT_URI
 
 
 def _rate(count: int, send: Callable[[], None]) -> float:

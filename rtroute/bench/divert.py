@@ -26,9 +26,9 @@ from typing import Callable
 
 from rtroute.amqp import connect_blocking, publish
 from rtroute.bench.measure import wait_for_depth
-from rtroute.netaddr import free_port
+from rtroute.config.constants import DEFAULT_URI
+from rtroute.ops.netaddr import free_port
 
-DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
 HEADERS = {"region": "eu", "price": 12}
 
 

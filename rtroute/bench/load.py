@@ -10,12 +10,13 @@ from typing import Any, Callable
 
 import click
 
+from rtroute.config.constants import DEFAULT_URI
+
 __all__ = ["PUBLISHED_KEY_HEADER_DEFAULT", "check_routing", "load_options", "routing_headers",
            "routing_options", "run_load"]
 
 # rtroute.publisher.PUBLISHED_KEY_HEADER (not imported here: it loads pika; a test pins them)
 PUBLISHED_KEY_HEADER_DEFAULT = "x-rtroute-routing-key"
-DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 
@@ -134,7 +135,7 @@ def run_load(uri: str, exchange: str, routing_key: str, count: int, size: int,
     check_routing(route_locally, bcc, delivery, published_key_header)
     headers = routing_headers(cc, bcc_alias, bcc)
     if route_locally:
-        from rtroute.publish_routed import publish_routed
+        from rtroute.publisher.publish_routed import publish_routed
 
         if rate is not None:
             raise click.UsageError("--rate is not supported with --route-locally")

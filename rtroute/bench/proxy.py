@@ -27,7 +27,8 @@ from rtroute.amqp import connect_blocking, publish
 from rtroute.amqp.uri import parse_uri
 from rtroute.bench.publish import BINDINGS, Shape, _close, _medians, _open, _pika_path, _Setup
 from rtroute.bench.publish import SHAPES as PUBLISH_SHAPES
-from rtroute.netaddr import free_port
+from rtroute.config.constants import DEFAULT_URI
+from rtroute.ops.netaddr import free_port
 from rtroute.routing.delivery_plan import bindings_exchange_type
 from rtroute.routing.rtopic_layout import (
     BINDINGS_SUFFIX,
@@ -36,7 +37,6 @@ from rtroute.routing.rtopic_layout import (
     REGISTRY_EXCHANGE,
 )
 
-DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
 # the one-key shapes of `rtroute bench publish` up to 10 queues/msg, fewer messages a run
 SHAPES = [dataclasses.replace(s, messages=20_000 if s.matched == 1 else 5_000)
           for s in PUBLISH_SHAPES if s.matched <= 10]

@@ -34,7 +34,7 @@ import pika
 from rtroute.amqp import connect_blocking
 from rtroute.bench.proxy import proxy_uri, register_rtopic
 from rtroute.bench.publish import resolve_bindings_type
-from rtroute.netaddr import free_port
+from rtroute.ops.netaddr import free_port
 
 BINDINGS = 20_000
 QUEUES = 100

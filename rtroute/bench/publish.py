@@ -42,9 +42,9 @@ from rtroute.amqp.publish_tool import HEADER_VARIANTS
 from rtroute.bench import traffic
 from rtroute.bench.measure import wait_for_depth
 from rtroute.bench.traffic import Traffic
-from rtroute.netaddr import free_port
+from rtroute.config.constants import DEFAULT_URI
+from rtroute.ops.netaddr import free_port
 
-DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
 BINDINGS = 10_000
 BODY = 100
 

@@ -23,9 +23,9 @@ from typing import Callable
 
 from rtroute.amqp import connect_blocking, mask_uri, publish
 from rtroute.bench.measure import CpuMeter, sidecar_status, wait_for_depth
-from rtroute.netaddr import free_port
+from rtroute.config.constants import DEFAULT_URI
+from rtroute.ops.netaddr import free_port
 
-DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
 KEYS = [f"k{i}" for i in range(64)]
 BALANCE_TIMEOUT = 90.0  # seconds for the replicas to share the shards out
 

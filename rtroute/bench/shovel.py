@@ -21,11 +21,11 @@ from typing import Any, Callable
 
 from rtroute.amqp import ManagementClient, NotFound, connect_blocking
 from rtroute.amqp.publish_tool import publish
-from rtroute.config import loads
+from rtroute.config.constants import DEFAULT_URI
+from rtroute.config.rtroute_toml import loads
 
 __all__ = ["run"]
 
-URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
 MODES = ("on_confirm", "on_publish", "no_ack")
 _PREFETCH = 1000  # the plugin's default prefetch, used by both
 
@@ -84,7 +84,7 @@ def _time_plugin(mgmt: ManagementClient, uri: str, src: str, dst: str, mode: str
     return end - start
 
 
-def run(count: int = 100_000, echo: Callable[[str], Any] = print, uri: str = URI,
+def run(count: int = 100_000, echo: Callable[[str], Any] = print, uri: str = DEFAULT_URI,
         modes: tuple[str, ...] = MODES, repeat: int = 2,
         timeout: float = 300.0) -> dict[str, Any]:
     """Move ``count`` messages with each ack mode, rtroute and the plugin; print the table.

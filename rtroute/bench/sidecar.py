@@ -20,10 +20,9 @@ from typing import Callable
 
 from rtroute.amqp import connect_blocking, parse_uri, publish
 from rtroute.bench.measure import CpuMeter, find_process, sidecar_status, wait_for_depth
-from rtroute.netaddr import free_port, is_loopback
+from rtroute.config.constants import DEFAULT_URI
+from rtroute.ops.netaddr import free_port, is_loopback
 from rtroute.routing.delivery_plan import bindings_exchange_type
-
-DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
 
 
 @dataclass

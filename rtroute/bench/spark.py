@@ -369,7 +369,7 @@ def run(messages: int = 2_000_000, bindings: int = 10_000, master: str = "local[
 
     from rtroute.spark import RouteStats, route
     from rtroute.spark.batches import RoutePlan, fingerprint
-    from rtroute.spark.commands import spark_session
+    from rtroute.spark.commands.session import spark_session
 
     root = Path(workdir or tempfile.mkdtemp(prefix="rtroute-bench-spark-"))
     results: dict[str, Measurement] = {}

@@ -268,7 +268,7 @@ def run(uri: str, messages: int = 100_000, bindings: int = 10_000, master: str =
         StreamBenchError: the stream could not be filled or read.
         rtroute.spark.stream_consumer.StreamReadError: the broker refused a stream read.
     """
-    from rtroute.spark.commands import spark_session
+    from rtroute.spark.commands.session import spark_session
     from rtroute.spark.stream_consumer import StreamConnection, tails
 
     root = Path(workdir or tempfile.mkdtemp(prefix="rtroute-bench-spark-stream-"))

@@ -27,7 +27,7 @@ __all__ = ["LAYOUTS", "Conversion", "DefinitionsError", "Finding", "convert"]
 
 RTOPIC_TYPE = "x-rtopic"
 LAYOUTS = ("proxy", "sidecar")
-# the sidecar's ingress queue (rtroute.config.ExchangeConfig.ingress_queue)
+# the sidecar's ingress queue (rtroute.config.rtroute_toml.ExchangeConfig.ingress_queue)
 INGRESS_PREFIX = "rtroute.ingress."
 # policy keys of classic queue mirroring, removed in RabbitMQ 4.0 (a 4.x broker refuses them)
 MIRRORING_KEYS = ("ha-mode", "ha-params", "ha-sync-mode", "ha-sync-batch-size",

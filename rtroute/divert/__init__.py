@@ -9,7 +9,7 @@ publishes::
     from rtroute.divert import DivertTable, Message, make_copy
 
     table = DivertTable(["prices"])
-    table.add(divert_config)                       # a rtroute.divert.config.DivertConfig
+    table.add(divert_config)                       # a rtroute.config.divert.DivertConfig
     verdict = table.evaluate("prices", headers)    # .fired diverts, .original goes on?
     for d in verdict.fired:
         for address in d.forwarding_addresses:
@@ -19,8 +19,8 @@ publishes::
 - :mod:`rtroute.divert.table`: which diverts fire (exclusive first, routing-name turns).
 - :mod:`rtroute.divert.copies`: the copy's headers (``_AMQ_ORIG_*``), routing types on RabbitMQ.
 - :mod:`rtroute.divert.message`: the :class:`Message` a transformer takes and returns.
-- :mod:`rtroute.divert.graph`: watched exchanges and the cycle check.
-- :mod:`rtroute.divert.config`: a ``[[divert]]`` table or an HTTP API body, validated (not
+- :mod:`rtroute.routing.divert_graph`: watched exchanges and the cycle check.
+- :mod:`rtroute.config.divert`: a ``[[divert]]`` table or an HTTP API body, validated (not
   imported here: it needs the config reader).
 """
 from rtroute.divert.copies import (
@@ -41,7 +41,6 @@ from rtroute.divert.copies import (
     resolve_target,
     routing_type_of,
 )
-from rtroute.divert.graph import DivertCycle, address_matches, find_cycle, watched_exchanges
 from rtroute.divert.message import (
     PROPERTY_NAMES,
     Message,
@@ -57,6 +56,7 @@ from rtroute.divert.table import (
     DivertTable,
     Verdict,
 )
+from rtroute.routing.divert_graph import DivertCycle, address_matches, find_cycle, watched_exchanges
 
 __all__ = [
     "ANYCAST",

@@ -18,10 +18,10 @@ import xml.etree.ElementTree as ET
 import xml.parsers.expat
 from dataclasses import dataclass, field
 
-from rtroute.config import DEFAULT_URI, EXCHANGE_KINDS
-from rtroute.config_lines import MAX_CONFIG_BYTES
-from rtroute.divert.graph import address_matches
-from rtroute.validators import selector_problem
+from rtroute.config.constants import DEFAULT_URI, EXCHANGE_KINDS, ROUTING_TYPES
+from rtroute.config.lines import MAX_CONFIG_BYTES
+from rtroute.config.validators import selector_problem
+from rtroute.routing.divert_graph import address_matches
 
 __all__ = ["ArtemisImport", "ArtemisXmlError", "import_diverts"]
 
@@ -31,7 +31,6 @@ _ELEMENTS = {"address": "address", "forwarding-address": "forwarding_address",
              "exclusive": "exclusive", "routing-type": "routing_type",
              "routing-name": "routing_name"}
 _TRANSFORMERS = ("transformer-class-name", "transformer")
-_ROUTING_TYPES = ("ANYCAST", "MULTICAST", "PASS", "STRIP")
 _WILDCARDS = ("*", "#")
 
 
@@ -182,9 +181,9 @@ def _divert(element: ET.Element, path: str, warnings: list[str]) -> tuple[dict, 
                                           f"or false, got {text!r}")
                 values[key] = text.lower() == "true"
             elif key == "routing_type":
-                if text.upper() not in _ROUTING_TYPES:
+                if text.upper() not in ROUTING_TYPES:
                     raise ArtemisXmlError(f"{path}: divert {name!r}: <routing-type> must be "
-                                          f"one of {', '.join(_ROUTING_TYPES)}, got {text!r}")
+                                          f"one of {', '.join(ROUTING_TYPES)}, got {text!r}")
                 values[key] = text.upper()
             else:
                 values[key] = text

@@ -11,8 +11,8 @@ from typing import Any
 
 import click
 
-from rtroute.config import EXCHANGE_KINDS, ROUTING_TYPES
-from rtroute.ops_client import endpoint, resolve_token, token_options
+from rtroute.config.constants import EXCHANGE_KINDS, ROUTING_TYPES
+from rtroute.control.client import endpoint, resolve_token, token_options
 
 __all__ = ["divert"]
 
@@ -37,7 +37,7 @@ def _call(http_listen: str, path: str, token: str | None, method: str = "GET",
     Raises:
         click.ClickException: unreachable or refused, in one line with the server's reason.
     """
-    from rtroute.ops_client import OpsClientError, OpsHttpError, call
+    from rtroute.control.client import OpsClientError, OpsHttpError, call
 
     url = f"{endpoint(http_listen)}{path}"
     try:
@@ -67,7 +67,7 @@ def _echo_warnings(answer: Any) -> None:
 def list_command(http_listen: str, token: str | None, token_file: str | None,
                  as_json: bool) -> None:
     """Print each divert (its settings and counters) as a table."""
-    from rtroute.status_tables import aligned
+    from rtroute.control.status_tables import aligned
 
     rows = _call(http_listen, "/diverts", resolve_token(token, token_file))
     if as_json:
@@ -203,7 +203,7 @@ def import_command(broker_xml: str, vhost: str | None, kind: str, output: str | 
 
     Java transformers cannot be carried over: each is named in a comment and a warning.
     """
-    from rtroute.config_lines import MAX_CONFIG_BYTES
+    from rtroute.config.lines import MAX_CONFIG_BYTES
     from rtroute.divert.artemis_xml import ArtemisXmlError, import_diverts
 
     try:

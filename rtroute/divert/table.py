@@ -22,13 +22,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from rtroute.config.constants import ROUTING_TYPES
 from rtroute.core import ForwardMatcher
-from rtroute.divert.graph import find_cycle, watched_exchanges
 from rtroute.divert.message import Transformer, TransformerError, load_transformer
+from rtroute.routing.divert_graph import find_cycle, watched_exchanges
 from rtroute.selector import MessageFacts, Selector, SelectorError
 from rtroute.selector import compile as compile_selector
-
-ROUTING_TYPES = ("ANYCAST", "MULTICAST", "PASS", "STRIP")
 
 #: Per-divert counter -> help text (a :class:`Divert`'s attributes and ``status()`` fields,
 #: ``rtroute_divert_*_total`` in ``/metrics``).
@@ -49,7 +48,7 @@ class DivertExists(DivertError):
 
 
 class DivertConfigLike(Protocol):
-    """The ``[[divert]]`` keys (a :class:`rtroute.config.DivertConfig` has them)."""
+    """The ``[[divert]]`` keys (a :class:`rtroute.config.divert.DivertConfig` has them)."""
 
     name: str
     address: str

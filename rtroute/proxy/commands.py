@@ -5,10 +5,9 @@ import logging
 
 import click
 
-from rtroute.logsetup import log_options
+from rtroute.config.constants import DEFAULT_URI
+from rtroute.ops.logsetup import log_options
 from rtroute.proxy.server import ProxySettings
-
-DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
 
 
 @click.command("proxy")
@@ -52,13 +51,14 @@ def proxy(listen: tuple[str, ...], listen_tls: tuple[str, ...], uri: str | None,
     Clients connect to it as to RabbitMQ (only the port changes); their handshake and
     credentials pass through to the broker.
     """
-    from rtroute.config_lines import ConfigError
+    from rtroute.config.lines import ConfigError
     from rtroute.core import warn_if_fallback
-    from rtroute.logsetup import configure as configure_logging
-    from rtroute.ops_http import ListenError
+    from rtroute.ops.http import ListenError
+    from rtroute.ops.logsetup import configure as configure_logging
     from rtroute.proxy.config import load_proxy_settings
     from rtroute.proxy.ops import read_token_file
-    from rtroute.proxy.server import ProxyFatal, run
+    from rtroute.proxy.process import run
+    from rtroute.proxy.server import ProxyFatal
 
     configure_logging(log_level.upper(), log_format.lower())
     warn_if_fallback()

@@ -18,7 +18,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from rtroute.config_lines import (
+from rtroute.config.constants import DEFAULT_URI
+from rtroute.config.lines import (
     ConfigError,
     TableReader,
     Where,
@@ -26,12 +27,11 @@ from rtroute.config_lines import (
     load_toml,
     token_in_environment,
 )
-from rtroute.netaddr import is_loopback, split_listen
-from rtroute.proxy.server import ProxySettings, split_hostport
+from rtroute.ops.netaddr import is_loopback, split_hostport, split_listen
+from rtroute.proxy.server import ProxySettings
 
 __all__ = ["load_proxy_settings", "loads_proxy_settings"]
 
-DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
 
 
 def load_proxy_settings(path: str | os.PathLike, token_given: bool = False) -> ProxySettings:

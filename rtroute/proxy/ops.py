@@ -1,7 +1,7 @@
 """The ops endpoint of ``rtroute proxy --http HOST:PORT``: ``/livez``, ``/readyz`` (alias
 ``/healthz``), ``/status`` (JSON) and ``/metrics`` (Prometheus).
 
-It is the sidecar's :class:`~rtroute.ops_http.OpsServer` (its own threads, a deadline and size
+It is the sidecar's :class:`~rtroute.ops.http.OpsServer` (its own threads, a deadline and size
 limits on every request, a bounded number of sockets, a token beyond loopback), fed with a
 snapshot that is taken in the proxy's asyncio loop: the sessions and catalogs live there and
 only that thread reads them. A request hops into the loop and waits at most
@@ -41,7 +41,7 @@ import socket
 import time
 from typing import TYPE_CHECKING, Any
 
-from rtroute.ops_http import ListenError, OpsServer
+from rtroute.ops.http import ListenError, OpsServer
 
 if TYPE_CHECKING:
     from rtroute.proxy.server import ProxyServer
@@ -84,7 +84,7 @@ def check_listen(addresses: list[str], reuse_port: bool = False) -> None:
         ValueError: an address that is not ``host:port``.
         ListenError: an address that cannot be bound (in use, not local, not permitted).
     """
-    from rtroute.proxy.server import split_hostport
+    from rtroute.ops.netaddr import split_hostport
 
     for listen in addresses:
         host, port = split_hostport(listen)
@@ -152,7 +152,7 @@ def _readiness(server: ProxyServer, listening: bool) -> str | None:
 
 
 def proxy_metrics(server: ProxyServer, ready: bool) -> dict[str, dict[str, Any]]:
-    """The proxy's metrics in the form :func:`rtroute.metrics.render` takes. Loop thread."""
+    """The proxy's metrics in the form :func:`rtroute.ops.metrics.render` takes. Loop thread."""
     stats = server.stats
     rewritten = stats.rewritten_closed + sum(s.rewritten for s in server.sessions)
     catalogs = sorted(server.catalog.vhosts.items())

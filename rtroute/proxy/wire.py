@@ -1,8 +1,9 @@
 """The few AMQP 0-9-1 methods the proxy reads or writes, as bytes. Pure, no I/O.
 
-Frames are built and read with :mod:`rtroute.amqp.frame_codec` (its names used here are
-re-exported). Only the methods the proxy rewrites are decoded here; field tables
-(``arguments``) stay raw bytes, so what the client sent reaches the broker unchanged.
+Frames are built and read with :mod:`rtroute.amqp.frame_codec`, with the method ids of
+:mod:`rtroute.amqp.methods` (the names used here are re-exported for the proxy's modules). Only
+the methods the proxy rewrites are decoded here; field tables (``arguments``) stay raw bytes,
+so what the client sent reaches the broker unchanged.
 """
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ import struct
 from dataclasses import dataclass
 
 from rtroute.amqp.frame_codec import (
-    BASIC_PUBLISH,
     FRAME_BODY,
     FRAME_END,
     FRAME_HEADER,
@@ -21,20 +21,76 @@ from rtroute.amqp.frame_codec import (
     U32,
     U64,
     method_frame,
-    method_id,
     publish_frame,
     short,
     shortstr,
 )
+from rtroute.amqp.methods import (
+    BASIC_DELIVER,
+    BASIC_GET_OK,
+    BASIC_PUBLISH,
+    BASIC_RETURN,
+    CHANNEL_CLOSE,
+    CHANNEL_CLOSE_OK,
+    CHANNEL_OPEN,
+    CHANNEL_OPEN_OK,
+    CONNECTION_CLOSE,
+    CONNECTION_CLOSE_OK,
+    CONNECTION_OPEN,
+    CONNECTION_OPEN_OK,
+    CONNECTION_START,
+    CONNECTION_START_OK,
+    CONNECTION_TUNE,
+    CONNECTION_TUNE_OK,
+    EXCHANGE_BIND,
+    EXCHANGE_BIND_OK,
+    EXCHANGE_DECLARE,
+    EXCHANGE_DECLARE_OK,
+    EXCHANGE_DELETE,
+    EXCHANGE_DELETE_OK,
+    EXCHANGE_UNBIND,
+    EXCHANGE_UNBIND_OK,
+    QUEUE_BIND,
+    QUEUE_BIND_OK,
+    QUEUE_UNBIND,
+    QUEUE_UNBIND_OK,
+)
 
 __all__ = [
+    "BASIC_DELIVER",
+    "BASIC_GET_OK",
     "BASIC_PUBLISH",
+    "BASIC_RETURN",
+    "CHANNEL_CLOSE",
+    "CHANNEL_CLOSE_OK",
+    "CHANNEL_OPEN",
+    "CHANNEL_OPEN_OK",
+    "CONNECTION_CLOSE",
+    "CONNECTION_CLOSE_OK",
+    "CONNECTION_OPEN",
+    "CONNECTION_OPEN_OK",
+    "CONNECTION_START",
+    "CONNECTION_START_OK",
+    "CONNECTION_TUNE",
+    "CONNECTION_TUNE_OK",
+    "EXCHANGE_BIND",
+    "EXCHANGE_BIND_OK",
+    "EXCHANGE_DECLARE",
+    "EXCHANGE_DECLARE_OK",
+    "EXCHANGE_DELETE",
+    "EXCHANGE_DELETE_OK",
+    "EXCHANGE_UNBIND",
+    "EXCHANGE_UNBIND_OK",
     "FRAME_BODY",
     "FRAME_END",
     "FRAME_HEADER",
     "FRAME_HEARTBEAT",
     "FRAME_METHOD",
     "HEAD",
+    "QUEUE_BIND",
+    "QUEUE_BIND_OK",
+    "QUEUE_UNBIND",
+    "QUEUE_UNBIND_OK",
     "U16",
     "U32",
     "U64",
@@ -61,40 +117,12 @@ __all__ = [
 ]
 
 METHOD_ID = struct.Struct(">HH")
-_mid = method_id
 
 PROTOCOL_HEADER = b"AMQP\x00\x00\x09\x01"
 # the largest frame (header and end octet included) read before connection.tune-ok: RabbitMQ
 # closes the socket on a larger one (frame_too_large). Measured: 4096 on 3.10.8, 8192 on 4.3.6;
 # the larger, so that the proxy never refuses what a broker of either would read
 PRE_TUNE_FRAME_MAX = 8192
-CONNECTION_START = _mid(10, 10)
-CONNECTION_START_OK = _mid(10, 11)
-CONNECTION_TUNE = _mid(10, 30)
-CONNECTION_TUNE_OK = _mid(10, 31)
-CONNECTION_OPEN = _mid(10, 40)
-CONNECTION_OPEN_OK = _mid(10, 41)
-CONNECTION_CLOSE = _mid(10, 50)
-CONNECTION_CLOSE_OK = _mid(10, 51)
-CHANNEL_OPEN = _mid(20, 10)
-CHANNEL_OPEN_OK = _mid(20, 11)
-CHANNEL_CLOSE = _mid(20, 40)
-CHANNEL_CLOSE_OK = _mid(20, 41)
-EXCHANGE_DECLARE = _mid(40, 10)
-EXCHANGE_DECLARE_OK = _mid(40, 11)
-EXCHANGE_DELETE = _mid(40, 20)
-EXCHANGE_DELETE_OK = _mid(40, 21)
-EXCHANGE_BIND = _mid(40, 30)
-EXCHANGE_BIND_OK = _mid(40, 31)
-EXCHANGE_UNBIND = _mid(40, 40)
-EXCHANGE_UNBIND_OK = _mid(40, 51)
-QUEUE_BIND = _mid(50, 20)
-QUEUE_BIND_OK = _mid(50, 21)
-QUEUE_UNBIND = _mid(50, 50)
-QUEUE_UNBIND_OK = _mid(50, 51)
-BASIC_RETURN = _mid(60, 50)
-BASIC_DELIVER = _mid(60, 60)
-BASIC_GET_OK = _mid(60, 71)
 
 
 @dataclass

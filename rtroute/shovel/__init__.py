@@ -2,8 +2,8 @@
 
 One module per concern, as in the plugin:
 
-- :mod:`~rtroute.shovel.config`: :class:`ShovelConfig` and its field-by-field checks (the
-  parsers of a table's parts in :mod:`~rtroute.shovel.config_fields`);
+- :mod:`~rtroute.config.shovel`: :class:`ShovelConfig` and its field-by-field checks (the
+  parsers of a table's parts in :mod:`~rtroute.config.shovel_fields`);
   :mod:`~rtroute.shovel.importers` (with :mod:`~rtroute.shovel.erlang_terms`) and
   :mod:`~rtroute.shovel.definitions` read the plugin's own configurations
   (``rabbitmq.config`` terms, definitions exports);

@@ -12,12 +12,12 @@ from typing import Any
 
 import click
 
-from rtroute.logsetup import log_options
-from rtroute.ops_client import endpoint, resolve_token, token_options
+from rtroute.control.client import endpoint, resolve_token, token_options
 
 # the shovel_status table (rtroute status shows it too, so it lives with the status tables)
-from rtroute.status_tables import SHOVEL_COLUMNS as TABLE_COLUMNS
-from rtroute.status_tables import shovel_table as format_table
+from rtroute.control.status_tables import SHOVEL_COLUMNS as TABLE_COLUMNS
+from rtroute.control.status_tables import shovel_table as format_table
+from rtroute.ops.logsetup import log_options
 
 __all__ = ["TABLE_COLUMNS", "format_table", "load_shovels", "shovel"]
 
@@ -33,7 +33,7 @@ def load_shovels(config_paths: tuple[str, ...] = (), definitions: tuple[str, ...
 
     Args:
         refused: where the imported shovels that are not run go
-            (:class:`~rtroute.shovel.config.RefusedShovel`: AMQP 1.0 ones, unknown keys).
+            (:class:`~rtroute.config.shovel.RefusedShovel`: AMQP 1.0 ones, unknown keys).
         token_given: the HTTP token comes from ``--token``, so an ``[http] listen`` beyond
             loopback needs none in the file.
 
@@ -46,8 +46,8 @@ def load_shovels(config_paths: tuple[str, ...] = (), definitions: tuple[str, ...
         ValueError: two shovels share a name (and vhost).
         OSError: a file cannot be read.
     """
-    from rtroute.config import load
-    from rtroute.config_lines import MAX_CONFIG_BYTES, MAX_DEFINITIONS_BYTES
+    from rtroute.config.lines import MAX_CONFIG_BYTES, MAX_DEFINITIONS_BYTES
+    from rtroute.config.rtroute_toml import load
     from rtroute.shovel.importers import from_definitions, from_erlang_config
 
     shovels: list[Any] = []
@@ -80,7 +80,7 @@ def _read_limited(path: str, limit: int) -> bytes:
         ConfigError: the file is larger than ``limit`` or not UTF-8.
         OSError: it cannot be read.
     """
-    from rtroute.config_lines import ConfigError, check_size
+    from rtroute.config.lines import ConfigError, check_size
 
     with open(path, "rb") as handle:
         size = os.fstat(handle.fileno()).st_size
@@ -141,8 +141,8 @@ def run_command(config_paths: tuple, definitions: tuple, erlang_configs: tuple, 
 
     import logging
 
-    from rtroute.config_lines import ConfigError
-    from rtroute.logsetup import configure as configure_logging
+    from rtroute.config.lines import ConfigError
+    from rtroute.ops.logsetup import configure as configure_logging
     from rtroute.shovel.runner import ShovelRunner, serve
 
     if not (config_paths or definitions or erlang_configs):
@@ -165,7 +165,7 @@ def run_command(config_paths: tuple, definitions: tuple, erlang_configs: tuple, 
     if not shovels:
         # as the plugin with no shovel defined: run, and serve an empty status
         logging.getLogger("rtroute.shovel").warning("the given files declare no shovel to run")
-    from rtroute.ops_http import ListenError
+    from rtroute.ops.http import ListenError
 
     token = cli_token or (http.token if http is not None else None)
     listen = None if no_http else (http_listen or (http.listen if http else "127.0.0.1:8419"))
@@ -187,7 +187,7 @@ def _call(url: str, token: str | None, method: str = "GET") -> Any:
     Raises:
         click.ClickException: the endpoint cannot be reached or refused (with its reason).
     """
-    from rtroute.ops_client import OpsClientError, call
+    from rtroute.control.client import OpsClientError, call
 
     try:
         return call(url, token, method)
@@ -290,7 +290,7 @@ def add_command(name: str, settings: tuple[str, ...], definition: str | None, re
     token = resolve_token(token, token_file)
     value = _definition_value(settings, definition)
     path = f"/shovels/{urllib.parse.quote(vhost, safe='')}/{urllib.parse.quote(name, safe='')}"
-    from rtroute.ops_client import OpsClientError, call
+    from rtroute.control.client import OpsClientError, call
 
     try:
         call(f"{endpoint(http_listen)}{path}", token, "PUT",

@@ -5,7 +5,7 @@ current key included (``src-predeclared``, ``dest-predeclared``, ``src-consumer-
 list-valued ``publish-properties``, and 4.3's ``src-consumer-name``,
 ``src-delete-after-duration``, ``internal`` and ``internal_owner``), translates each
 ``component: "shovel"`` parameter into the ``[[shovel]]`` form and validates it through
-:func:`rtroute.shovel.config.parse_shovel`, so errors name the shovel, the field as written, and
+:func:`rtroute.config.shovel.parse_shovel`, so errors name the shovel, the field as written, and
 its line in the export.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any, Callable
 
-from rtroute.config_lines import (
+from rtroute.config.lines import (
     MAX_DEFINITIONS_BYTES,
     ConfigError,
     Path,
@@ -26,7 +26,7 @@ from rtroute.config_lines import (
     shown,
     suggest,
 )
-from rtroute.shovel.config import RefusedShovel, ShovelConfig, check_unique, parse_shovel
+from rtroute.config.shovel import RefusedShovel, ShovelConfig, check_unique, parse_shovel
 
 __all__ = ["PLUGIN_RECONNECT_DELAY", "from_definitions"]
 

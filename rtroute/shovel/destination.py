@@ -28,7 +28,7 @@ from rtroute.amqp import frames
 from rtroute.amqp.content_header import ContentHeader
 from rtroute.amqp.field_table import FieldTable, Int64
 from rtroute.amqp.uri import AmqpUri
-from rtroute.shovel.config import ShovelConfig
+from rtroute.config.shovel import ShovelConfig
 from rtroute.shovel.side import Side
 from rtroute.shovel.status import uri_without_credentials
 

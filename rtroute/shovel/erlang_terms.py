@@ -6,7 +6,7 @@ It reads what ``file:consult/1`` reads for a config file and nothing more: atoms
 ``%`` comments; every term ends with a dot. Anything else (variables, maps, funs, improper
 lists) is an :class:`ErlangSyntaxError` with the line and column where it starts. So is
 hostile input, in time linear in its length: text over 4 MiB, nesting deeper than
-:data:`~rtroute.config_lines.MAX_DEPTH`, escapes beyond the last character.
+:data:`~rtroute.config.lines.MAX_DEPTH`, escapes beyond the last character.
 
 :func:`parse` returns :class:`Term` nodes that keep their position, for importers that report
 errors by line; :func:`to_python` turns them into plain values: :class:`Atom` (a ``str``),
@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from rtroute.config_lines import MAX_DEPTH, ConfigError, check_size, shown
+from rtroute.config.lines import MAX_DEPTH, ConfigError, check_size, shown
 
 __all__ = ["Atom", "ErlangSyntaxError", "Term", "parse", "parse_one", "to_python"]
 

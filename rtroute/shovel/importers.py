@@ -15,10 +15,10 @@ Erlang config takes 4.3's ``consumer_name`` and ``delete_after_duration`` in ``s
 ``delete_after_duration`` at the top of the classic format). A shovel rtroute cannot run (an
 AMQP 1.0 one, a 4.3 ``local`` one, or one with a key it does not know, which the plugin would
 refuse too) is refused alone: it is logged and listed as a
-:class:`~rtroute.shovel.config.RefusedShovel`, and the rest of the file runs.
+:class:`~rtroute.config.shovel.RefusedShovel`, and the rest of the file runs.
 
 Both translate into the ``[[shovel]]`` form and validate through
-:func:`rtroute.shovel.config.parse_shovel`, so errors name the shovel, the field as the user
+:func:`rtroute.config.shovel.parse_shovel`, so errors name the shovel, the field as the user
 wrote it, and its line in the imported file. Where the plugin's defaults differ from
 ``rtroute.toml``'s, the plugin's are used (``reconnect_delay`` 5 s), so an imported shovel
 behaves as it did in the broker.
@@ -27,14 +27,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from rtroute.config_lines import (
+from rtroute.config.lines import (
     ConfigError,
     Path,
     SourceMap,
     Where,
     suggest,
 )
-from rtroute.shovel.config import ShovelConfig, check_unique, parse_shovel
+from rtroute.config.shovel import ShovelConfig, check_unique, parse_shovel
 from rtroute.shovel.definitions import PLUGIN_RECONNECT_DELAY, from_definitions
 from rtroute.shovel.erlang_terms import Term, parse_one
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from rtroute.amqp import frames
 from rtroute.amqp.content_header import decode_properties
-from rtroute.shovel.config import ShovelConfig
+from rtroute.config.shovel import ShovelConfig
 
 if TYPE_CHECKING:
     from rtroute.shovel.source import SourceDelivery

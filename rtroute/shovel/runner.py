@@ -24,7 +24,7 @@ import urllib.parse
 from collections.abc import Sequence
 from typing import Any, Callable
 
-from rtroute.shovel.config import RefusedShovel, ShovelConfig
+from rtroute.config.shovel import RefusedShovel, ShovelConfig
 from rtroute.shovel.side import STOP_TIMEOUT
 from rtroute.shovel.status import StatusRegistry
 from rtroute.shovel.worker import ShovelWorker
@@ -212,7 +212,7 @@ class ShovelRunner:
     def http_routes(self) -> dict[tuple[str, str], Callable[[str, bytes], tuple[int, Any]]]:
         """``DELETE /shovels/VHOST/NAME``, ``POST /shovels/VHOST/NAME/restart`` and
         ``PUT /shovels/VHOST/NAME`` (a new shovel) for the
-        :class:`~rtroute.ops_http.OpsServer` (which checks the token, Host and Origin)."""
+        :class:`~rtroute.ops.http.OpsServer` (which checks the token, Host and Origin)."""
         return {("DELETE", "/shovels/"): self._http_delete,
                 ("POST", "/shovels/"): self._http_restart,
                 ("PUT", "/shovels/"): self._http_add}
@@ -357,13 +357,13 @@ def serve(runner: ShovelRunner, http_listen: str | None, http_token: str | None 
     With ``keep_serving`` the process stays up after every shovel ended by itself (terminated
     for good or finished), so that ``/status`` can still be read; otherwise it returns.
     ``allow_unauthenticated_changes`` and ``protect_reads`` are those of
-    :class:`rtroute.ops_http.OpsServer`; ``command`` is the one that runs this process, named
+    :class:`rtroute.ops.http.OpsServer`; ``command`` is the one that runs this process, named
     by the endpoint's refusals (how to give it a token).
 
     Raises:
-        rtroute.ops_http.ListenError: the endpoint cannot listen (e.g. address in use).
+        rtroute.ops.http.ListenError: the endpoint cannot listen (e.g. address in use).
     """
-    from rtroute.ops_http import OpsServer
+    from rtroute.ops.http import OpsServer
 
     http = OpsServer(http_listen, runner.status, token=http_token, routes=runner.http_routes(),
                      allow_unauthenticated_changes=allow_unauthenticated_changes,

@@ -31,8 +31,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from rtroute.amqp.uri import mask_uri
-from rtroute.metrics import counter_metrics
-from rtroute.shovel.config import RefusedShovel, ShovelConfig
+from rtroute.config.shovel import RefusedShovel, ShovelConfig
+from rtroute.ops.metrics import counter_metrics
 
 __all__ = ["COUNTERS", "ShovelState", "ShovelStatus", "StatusRegistry", "scrub",
            "uri_without_credentials"]
@@ -365,7 +365,7 @@ class StatusRegistry:
         return all(status.healthy for status in self.all())
 
     def metrics(self) -> dict[str, Any]:
-        """Counters and states in the form :func:`rtroute.ops_http.prometheus_text` renders."""
+        """Counters and states in the form :func:`rtroute.ops.http.prometheus_text` renders."""
         shovels = self.all()
         out = counter_metrics("rtroute_shovel_", COUNTERS,
                               [(_labels(s), s.counters) for s in shovels])

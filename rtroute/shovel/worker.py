@@ -48,7 +48,7 @@ from pika.adapters.select_connection import IOLoop
 
 from rtroute.amqp import parse_uri
 from rtroute.amqp.uri import AmqpUri
-from rtroute.shovel.config import ShovelConfig
+from rtroute.config.shovel import ShovelConfig
 from rtroute.shovel.message_filter import MessageFilter
 from rtroute.shovel.policy import REFUSED_LOG_INTERVAL
 from rtroute.shovel.session import Session

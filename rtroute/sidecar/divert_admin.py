@@ -332,7 +332,7 @@ class DivertAdmin:
         return status
 
     def _http_create_divert(self, _path: str, body: bytes) -> tuple[int, Any]:
-        from rtroute.config import ConfigError, loads_divert
+        from rtroute.config.rtroute_toml import ConfigError, loads_divert
 
         try:
             config = loads_divert(body.decode("utf-8"))
@@ -381,8 +381,8 @@ class DivertAdmin:
     def _http_update_divert(self, path: str, body: bytes, replace: bool = False
                             ) -> tuple[int, Any]:
         """``PATCH /diverts/NAME`` (the keys given change) and ``PUT /diverts/NAME`` (the
-        whole divert): see :func:`rtroute.config.loads_divert_update`."""
-        from rtroute.config import ConfigError, loads_divert_update
+        whole divert): see :func:`rtroute.config.divert.loads_divert_update`."""
+        from rtroute.config.rtroute_toml import ConfigError, loads_divert_update
 
         name = urllib.parse.unquote(path[len("/diverts/"):])
         with self._store_lock:

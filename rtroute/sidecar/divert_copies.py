@@ -8,7 +8,7 @@ import dataclasses
 import logging
 import queue
 import threading
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from rtroute.amqp import ReconnectingConnection
 from rtroute.divert import Divert, Message, Verdict, make_copy, publish_fields, resolve_target
@@ -20,18 +20,28 @@ from rtroute.sidecar.republish import COPY, DEAD, PendingMessage, Republish
 if TYPE_CHECKING:
     from rtroute.sidecar.exchange import ManagedExchange
     from rtroute.sidecar.ingress import IngressMessage
-    from rtroute.sidecar.pipeline import Pipeline
 
 LOG = logging.getLogger("rtroute.sidecar")
 
 TRANSFORMER_BUDGET = 5.0  # seconds a divert transformer may take for one copy
 
 
+class CopyPipeline(Protocol):
+    """What the diverts' copies need of the pipeline that publishes them (the sidecar's
+    :class:`~rtroute.sidecar.pipeline.Pipeline`): the publish channel's frames and
+    ``frame_max``, and a way to queue republishes from another thread."""
+
+    publish_frames: Any
+    frame_max: int
+
+    def enqueue(self, outs: list[Republish]) -> None: ...
+
+
 class DivertCopies:
     """Makes the republishes of the copies the divert stage decided, for ``pipeline`` (which
     hands them to its relay). Runs in the ioloop of ``connection``."""
 
-    def __init__(self, pipeline: Pipeline, exchanges: dict[str, ManagedExchange],
+    def __init__(self, pipeline: CopyPipeline, exchanges: dict[str, ManagedExchange],
                  addresses: ForwardingAddresses, connection: ReconnectingConnection) -> None:
         self._pipeline = pipeline
         self._exchanges = exchanges

@@ -19,7 +19,7 @@ from dataclasses import fields
 from typing import Any
 
 from rtroute.amqp import ManagementClient
-from rtroute.config import ConfigError, DivertConfig, loads_divert
+from rtroute.config.rtroute_toml import ConfigError, DivertConfig, loads_divert
 
 __all__ = ["DivertStore", "divert_json"]
 

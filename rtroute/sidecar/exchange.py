@@ -9,9 +9,9 @@ import time
 from typing import Any, Callable
 
 from rtroute.amqp import BindingWatcher, ManagementClient
-from rtroute.metrics import LatencyHistogram
+from rtroute.config.rtroute_toml import ExchangeConfig
+from rtroute.ops.metrics import LatencyHistogram
 from rtroute.routing.exchange_router import BrokerRoutedRouter, ExchangeRouter
-from rtroute.sidecar.layout import ExchangeSpec
 from rtroute.sidecar.status import Counters, ExchangeState, utc_timestamp
 
 LOG = logging.getLogger("rtroute.sidecar")
@@ -22,7 +22,7 @@ UNROUTABLE_LOG_INTERVAL = 10.0  # seconds between two log lines about unroutable
 class ManagedExchange:
     """One managed exchange: its router, binding watcher, counters and ingress consumer."""
 
-    def __init__(self, spec: ExchangeSpec, management: ManagementClient | None,
+    def __init__(self, spec: ExchangeConfig, management: ManagementClient | None,
                  vhost: str, frame_max: int) -> None:
         self.spec = spec
         self.broker_routed = spec.kind != "rtopic"

@@ -11,7 +11,7 @@ import logging
 import re
 from typing import TYPE_CHECKING, Any
 
-from rtroute.config import ExchangeConfig
+from rtroute.config.rtroute_toml import ExchangeConfig
 from rtroute.routing.delivery_plan import bindings_exchange_type
 from rtroute.routing.exchange_router import ExchangeRouter
 

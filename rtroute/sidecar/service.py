@@ -31,7 +31,6 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any, Callable
 
-from rtroute import sd_notify
 from rtroute.amqp import (
     ManagementClient,
     ManagementError,
@@ -42,6 +41,7 @@ from rtroute.amqp import (
 from rtroute.amqp.broker_identity import identity_from_server_properties
 from rtroute.amqp.management import WrongBroker
 from rtroute.divert import DivertTable
+from rtroute.ops import sd_notify
 from rtroute.sidecar.address_probe import (
     LOOK_AGAIN_INTERVAL,
     REPROBE_INTERVAL,
@@ -110,7 +110,7 @@ class Sidecar:
         window: publishes in flight on the confirm window.
         use_management: False to rely on static bindings only.
         connection_name: shown by the broker (management UI, ``rabbitmqctl``).
-        diverts: ``[[divert]]`` entries (:class:`rtroute.config.DivertConfig`), in order.
+        diverts: ``[[divert]]`` entries (:class:`rtroute.config.divert.DivertConfig`), in order.
         persist_diverts: keep the diverts created over HTTP in the broker
             (:mod:`rtroute.sidecar.divert_store`); needs the management API.
         divert_sync_interval: seconds between two readings of the stored diverts.
@@ -504,14 +504,14 @@ def serve(sidecar: Sidecar, http_listen: str | None, http_token: str | None = No
     and manages diverts: ``POST /diverts`` (a JSON object with the ``[[divert]]`` keys),
     ``DELETE /diverts/NAME`` and ``GET /diverts``. Changes need ``http_token`` (``Authorization:
     Bearer``) unless ``allow_unauthenticated_changes`` and no token; reads need it only with
-    ``protect_reads`` (see :class:`rtroute.ops_http.OpsServer`).
+    ``protect_reads`` (see :class:`rtroute.ops.http.OpsServer`).
 
     Raises:
-        rtroute.ops_http.ListenError: the endpoint cannot listen (e.g. address in use).
+        rtroute.ops.http.ListenError: the endpoint cannot listen (e.g. address in use).
     """
     import signal
 
-    from rtroute.ops_http import OpsServer, merge_status
+    from rtroute.ops.http import OpsServer, merge_status
 
     status = sidecar.status if shovels is None else \
         (lambda: merge_status(sidecar.status(), shovels.status()))

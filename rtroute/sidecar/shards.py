@@ -30,14 +30,13 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from rtroute.amqp import ManagementClient, ManagementError, Settler
 from rtroute.sidecar.status import utc_timestamp
 
 if TYPE_CHECKING:
     from rtroute.sidecar.exchange import ManagedExchange
-    from rtroute.sidecar.pipeline import Pipeline
 
 LOG = logging.getLogger("rtroute.sidecar")
 
@@ -100,6 +99,22 @@ def shards_to_release(consumers: Iterable[tuple[str, str, bool]], queues: Sequen
     return most - share if most > share else 1
 
 
+class ShardPipeline(Protocol):
+    """What the shards need of the pipeline their deliveries go to (the sidecar's
+    :class:`~rtroute.sidecar.pipeline.Pipeline`): a settler per channel, and the shards it reads
+    deliveries for."""
+
+    def settler_for(self, channel: Any) -> Settler: ...
+
+    def forget_settler(self, settler: Settler) -> None: ...
+
+    def add_shard(self, consumer_tag: str, shard: Shard) -> None: ...
+
+    def remove_shard(self, consumer_tag: str, channel: Any) -> None: ...
+
+    def batched(self, settler: Settler) -> bool: ...
+
+
 class Shard:
     """One shard of one exchange, as this replica consumes it: its channel, consumer tag and
     settler (acks in tag order on that channel)."""
@@ -139,7 +154,7 @@ class ShardConsumers:
         replica_id: this replica's id (default: a new random one).
     """
 
-    def __init__(self, ioloop_connection: Any, pipeline: Pipeline,
+    def __init__(self, ioloop_connection: Any, pipeline: ShardPipeline,
                  management: ManagementClient | None, vhost: str,
                  on_broken: Callable[[], Any], stopping: Callable[[], bool],
                  replica_id: str | None = None) -> None:

@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from rtroute.divert.table import DIVERT_COUNTERS
-from rtroute.metrics import counter_metrics
+from rtroute.ops.metrics import counter_metrics
 
 
 def utc_timestamp(seconds: float | None = None) -> str:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Union
 
-from rtroute.bindings_file import load_bindings, parse_bindings
+from rtroute.config.bindings_file import load_bindings, parse_bindings
 from rtroute.spark.batches import (
     DELIVERED_HEADERS,
     DESTINATIONS,
@@ -47,7 +47,7 @@ def binding_pairs(bindings: BindingsArg) -> list[tuple[str, str]]:
     iterable of pairs.
 
     Raises:
-        rtroute.bindings_file.BindingsFileError: an unreadable or malformed file or mapping.
+        rtroute.config.bindings_file.BindingsFileError: an unreadable or malformed file or mapping.
         TypeError: pairs that are not two strings.
     """
     if isinstance(bindings, (str, os.PathLike)):

@@ -109,7 +109,7 @@ def test_a_list_of_amqp_uris_derives_one_api_per_host_in_order():
 def test_a_node_that_cannot_be_reached_fails_over_to_the_next_and_stays_there(
         broker_uri, management_uri):
     from rtroute.amqp.broker_identity import identity_from_overview
-    from rtroute.netaddr import free_port
+    from rtroute.ops.netaddr import free_port
 
     down = f"http://127.0.0.1:{free_port()}/"
     client = ManagementClient.from_amqp_uri(broker_uri, [down, management_uri], timeout=2)

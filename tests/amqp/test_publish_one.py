@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from rtroute.cli import main
-from rtroute.message_options import (
+from rtroute.publisher.message_options import (
     PROPERTY_NAMES,
     parse_header,
     parse_headers,

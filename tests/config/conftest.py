@@ -5,7 +5,7 @@ import textwrap
 
 import pytest
 
-from rtroute.config import ConfigError, loads
+from rtroute.config.rtroute_toml import ConfigError, loads
 
 
 def _marked_line(text: str) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rtroute.config import ConfigError, loads
+from rtroute.config.rtroute_toml import ConfigError, loads
 from rtroute.sidecar.layout import declarations_for
 
 

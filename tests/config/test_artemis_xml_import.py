@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from rtroute.config import DivertConfig, loads
+from rtroute.config.rtroute_toml import DivertConfig, loads
 from rtroute.divert.artemis_xml import ArtemisXmlError, import_diverts
 from rtroute.divert.commands import divert as divert_group
 

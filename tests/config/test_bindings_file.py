@@ -5,8 +5,8 @@ import os
 
 import pytest
 
-from rtroute import bindings_file
-from rtroute.bindings_file import BindingsFileError, load_bindings
+from rtroute.config import bindings_file
+from rtroute.config.bindings_file import BindingsFileError, load_bindings
 
 
 def write(tmp_path, name: str, text: str):

@@ -8,7 +8,7 @@ import types
 import pytest
 
 import rtroute
-from rtroute.config import (
+from rtroute.config.rtroute_toml import (
     BindingConfig,
     BrokerConfig,
     Config,
@@ -16,12 +16,12 @@ from rtroute.config import (
     DivertConfig,
     ExchangeConfig,
     HttpConfig,
-    address_matches,
     derive_management_uri,
     load,
     loads,
 )
-from rtroute.shovel.config import Endpoint, ShovelConfig, ShovelFilter
+from rtroute.config.shovel import Endpoint, ShovelConfig, ShovelFilter
+from rtroute.routing.divert_graph import address_matches
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 

@@ -1,7 +1,7 @@
 """Source maps: the line of every key and array element of a TOML or JSON document."""
 import textwrap
 
-from rtroute.config_lines import SourceMap, json_source_map, suggest, toml_source_map
+from rtroute.config.lines import SourceMap, json_source_map, suggest, toml_source_map
 
 TOML = textwrap.dedent('''\
     # comment with [brackets] and key = "value"

@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
-from rtroute.config import SECTIONS, ConfigError, loads
-from rtroute.config_lines import TableReader
+from rtroute.config.lines import TableReader
+from rtroute.config.rtroute_toml import SECTIONS, ConfigError, loads
+from rtroute.config.shovel_fields import BASIC_PROPERTIES, DECLARATION_METHODS, PUBLISH_FIELDS
 from rtroute.proxy.config import loads_proxy_settings
-from rtroute.shovel.config_fields import BASIC_PROPERTIES, DECLARATION_METHODS, PUBLISH_FIELDS
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "configuration.md"

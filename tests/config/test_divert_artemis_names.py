@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from rtroute.config import (
+from rtroute.config.rtroute_toml import (
     DIVERT_KEY_SPELLINGS,
     ConfigError,
     DivertConfig,
@@ -26,7 +26,7 @@ TWICE = (EX + '[[divert]]\nname = "d"\naddress = "logs"\nforwarding_address = "x
 def test_a_divert_name_used_twice_keeps_the_first_with_a_warning_at_the_duplicate(caplog):
     """Artemis's deployDivert deploys the first and logs "binding already exists" for the
     next one, instead of refusing the whole configuration."""
-    with caplog.at_level(logging.WARNING, logger="rtroute.config"):
+    with caplog.at_level(logging.WARNING, logger="rtroute.config.rtroute_toml"):
         config = loads(TWICE, "rtroute.toml")
     assert [(d.name, d.forwarding_address) for d in config.diverts] == [("d", "x"), ("e", "z")]
     assert config.warnings == (("rtroute.toml:12: divert 'd': name used twice (first defined "

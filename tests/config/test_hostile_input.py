@@ -10,15 +10,15 @@ import textwrap
 
 import pytest
 
-from rtroute.config import ConfigError, load, loads, loads_divert
-from rtroute.config_json_lines import JSON_PARSE_DEPTH, parse_json
-from rtroute.config_lines import (
+from rtroute.config.json_lines import JSON_PARSE_DEPTH, parse_json
+from rtroute.config.lines import (
     MAX_CONFIG_BYTES,
     MAX_DEPTH,
     MAX_KEY_PARTS,
     json_source_map,
     load_toml,
 )
+from rtroute.config.rtroute_toml import ConfigError, load, loads, loads_divert
 from rtroute.shovel.erlang_terms import ErlangSyntaxError, parse
 from rtroute.shovel.importers import from_definitions, from_erlang_config
 

@@ -11,10 +11,10 @@ import pytest
 
 PIKA_FREE = [
     "rtroute",
-    "rtroute.config",
-    "rtroute.config_lines",
-    "rtroute.divert.config",
-    "rtroute.shovel.config",
+    "rtroute.config.rtroute_toml",
+    "rtroute.config.lines",
+    "rtroute.config.divert",
+    "rtroute.config.shovel",
     "rtroute.routing",
     "rtroute.selector",
     "rtroute.amqp",

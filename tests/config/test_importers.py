@@ -4,9 +4,9 @@ import textwrap
 
 import pytest
 
-from rtroute.config import loads
-from rtroute.config_lines import ConfigError
-from rtroute.shovel.config import Endpoint, ShovelConfig
+from rtroute.config.lines import ConfigError
+from rtroute.config.rtroute_toml import loads
+from rtroute.config.shovel import Endpoint, ShovelConfig
 from rtroute.shovel.erlang_terms import ErlangSyntaxError
 from rtroute.shovel.importers import from_definitions, from_erlang_config
 

@@ -1,4 +1,4 @@
-"""The depth test of JSON documents (``rtroute.config_json_lines._nests_deeper_than``: strings,
+"""The depth test of JSON documents (``rtroute.config.json_lines._nests_deeper_than``: strings,
 escapes and brackets dropped at C speed) against an obviously correct reference, a walk of the
 parsed value. (Not in test_hostile_input.py: its cases each have a 2-second alarm.)"""
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rtroute.config_json_lines import _nests_deeper_than
+from rtroute.config.json_lines import _nests_deeper_than
 
 from ..hypothesis_profiles import examples
 

@@ -9,9 +9,9 @@ import textwrap
 import pytest
 
 from rtroute.amqp.uri import mask_uri, split_url
-from rtroute.config import ConfigError, loads, loads_divert
-from rtroute.config_lines import shown
-from rtroute.shovel.config import amqp_uri_problem
+from rtroute.config.lines import shown
+from rtroute.config.rtroute_toml import ConfigError, loads, loads_divert
+from rtroute.config.shovel import amqp_uri_problem
 from rtroute.shovel.importers import from_definitions, from_erlang_config
 
 SECRET = "Hunter2pw"

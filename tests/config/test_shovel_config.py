@@ -1,8 +1,8 @@
 """[[shovel]] tables: the plugin's names and values, each bad field named with its line."""
 import pytest
 
-from rtroute.config import loads
-from rtroute.shovel.config import BASIC_PROPERTIES, DECLARATION_METHODS, amqp_uri_problem
+from rtroute.config.rtroute_toml import loads
+from rtroute.config.shovel import BASIC_PROPERTIES, DECLARATION_METHODS, amqp_uri_problem
 
 S = """\
 [[shovel]]

@@ -4,7 +4,7 @@ import os
 import pytest
 
 import rtroute.core
-from rtroute.demo import PLUGIN_QUEUES, PLUGIN_README_TABLE
+from rtroute.sidecar.demo import PLUGIN_QUEUES, PLUGIN_README_TABLE
 
 PLUGIN_BINDINGS = PLUGIN_QUEUES  # the rtopic plugin README's queues A-F and their keys
 

@@ -235,7 +235,7 @@ def test_a_file_divert_wins_over_a_stored_one_of_the_same_name(store, run_config
 
 
 def _config(name, address, forwarding):
-    from rtroute.config import DivertConfig
+    from rtroute.config.rtroute_toml import DivertConfig
 
     return DivertConfig(name=name, address=address, forwarding_address=forwarding,
                         routing_name=name)

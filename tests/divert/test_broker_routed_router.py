@@ -1,7 +1,7 @@
 """Decisions for managed topic/direct/fanout/headers exchanges (RabbitMQ routes), pure logic."""
 from __future__ import annotations
 
-from rtroute.config import BindingConfig
+from rtroute.config.rtroute_toml import BindingConfig
 from rtroute.routing.exchange_router import BrokerRoutedRouter
 from rtroute.sidecar.service import ExchangeSpec, declarations_for
 

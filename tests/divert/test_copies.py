@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from rtroute.config import DivertConfig, loads_divert
-from rtroute.config_lines import ConfigError
+from rtroute.config.lines import ConfigError
+from rtroute.config.rtroute_toml import DivertConfig, loads_divert
 from rtroute.divert import (
     ANYCAST,
     HDR_ORIG_MESSAGE_ID,

@@ -15,7 +15,7 @@ from rtroute.amqp.content_header import (
     with_headers_table,
 )
 from rtroute.amqp.field_table import FieldTable, Float32, Timestamp
-from rtroute.config import DivertConfig
+from rtroute.config.rtroute_toml import DivertConfig
 from rtroute.divert import (
     HDR_ORIG_MESSAGE_ID,
     HDR_ORIG_ROUTING_TYPE,

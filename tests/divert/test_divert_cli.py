@@ -129,7 +129,7 @@ def test_divert_cli_refusals_are_one_line_with_the_servers_reason(run_config, ma
 
 
 def test_divert_cli_against_an_endpoint_without_diverts_says_so(tmp_path):
-    from rtroute.ops_http import OpsServer
+    from rtroute.ops.http import OpsServer
 
     server = OpsServer("127.0.0.1:0", lambda: {"healthy": True, "shovels": []}).start()
     try:

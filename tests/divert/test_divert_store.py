@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rtroute.config import DivertConfig
+from rtroute.config.rtroute_toml import DivertConfig
 from rtroute.sidecar.divert_store import divert_json
 
 from ..conftest import wait_for

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from rtroute.config import DivertConfig
+from rtroute.config.rtroute_toml import DivertConfig
 from rtroute.divert import DivertError, DivertExists, DivertTable, find_cycle
 from rtroute.selector import MessageFacts
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from rtroute import sd_notify
-from rtroute.config import ConfigError, loads
+from rtroute.config.rtroute_toml import ConfigError, loads
+from rtroute.ops import sd_notify
 
 from ..processes import systemd_notifications
 

@@ -5,8 +5,8 @@ import pytest
 from click.testing import CliRunner
 
 from rtroute.cli import main
-from rtroute.config import ConfigError, HttpConfig, loads
-from rtroute.ops_http import OpsServer
+from rtroute.config.rtroute_toml import ConfigError, HttpConfig, loads
+from rtroute.ops.http import OpsServer
 from rtroute.sidecar import service
 
 

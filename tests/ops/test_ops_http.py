@@ -17,8 +17,8 @@ import urllib.request
 
 import pytest
 
-from rtroute.netaddr import is_loopback, split_listen
-from rtroute.ops_http import ListenError, OpsServer, prometheus_text
+from rtroute.ops.http import ListenError, OpsServer, prometheus_text
+from rtroute.ops.netaddr import is_loopback, split_listen
 
 TOKEN = "s3cret"
 JSON_HEADERS = {"Content-Type": "application/json"}

@@ -12,9 +12,9 @@ import pytest
 from click.testing import CliRunner
 
 from rtroute.cli import main
-from rtroute.netaddr import free_port
-from rtroute.ops_http import OpsServer
-from rtroute.status_tables import format_status, process_kind
+from rtroute.control.status_tables import format_status, process_kind
+from rtroute.ops.http import OpsServer
+from rtroute.ops.netaddr import free_port
 
 from ..conftest import BROKER_URI, wait_for
 from ..processes import RtrouteProcess

@@ -10,7 +10,7 @@ import sys
 from click.testing import CliRunner
 
 import rtroute.core
-import rtroute.logsetup
+import rtroute.ops.logsetup
 from rtroute.cli import main
 
 
@@ -50,7 +50,7 @@ def test_the_native_core_is_silent(monkeypatch, caplog):
 
 def test_rtroute_run_checks_the_core_once_logging_is_set_up(monkeypatch):
     calls: list[str] = []
-    monkeypatch.setattr(rtroute.logsetup, "configure", lambda *a, **k: calls.append("logging"))
+    monkeypatch.setattr(rtroute.ops.logsetup, "configure", lambda *a, **k: calls.append("logging"))
     monkeypatch.setattr(rtroute.core, "warn_if_fallback", lambda *a, **k: calls.append("core"))
     result = CliRunner().invoke(main, ["run"])  # nothing to serve: stops right after
     assert result.exit_code == 2, result.output

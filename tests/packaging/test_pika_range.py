@@ -67,12 +67,25 @@ def test_the_fast_path_installs_on_this_pika_without_a_broker():
         loop.close()
 
 
-def test_the_method_ids_rtroute_matches_on_are_pika_specs():
-    """basic.deliver/ack/nack/publish as the frame reader and writer spell them."""
-    assert pika_internals.DELIVER_METHOD == b"\x00\x3c\x00\x3c"
-    assert pika_internals.ACK_METHOD == b"\x00\x3c\x00\x50"
-    assert pika_internals.NACK_METHOD == b"\x00\x3c\x00\x78"
-    assert pika_internals.PUBLISH_METHOD == b"\x00\x3c\x00\x28"
+def test_the_method_id_table_is_pika_specs():
+    """Every id of rtroute.amqp.methods (the one table the frame reader, the framing and the
+    proxy use) is the spec's, as pika.spec has it; and the reader's bytes are those ids."""
+    import pika.spec
+
+    from rtroute.amqp import frames, methods
+
+    classes = {"CONNECTION": pika.spec.Connection, "CHANNEL": pika.spec.Channel,
+               "EXCHANGE": pika.spec.Exchange, "QUEUE": pika.spec.Queue,
+               "BASIC": pika.spec.Basic}
+    names = [n for n in methods.__all__ if n != "method_id"]
+    assert len(names) == 30
+    for name in names:
+        prefix, _, method = name.partition("_")
+        spec = getattr(classes[prefix], method.title().replace("_", ""))
+        assert getattr(methods, name) == spec.INDEX, name
+    assert frames._DELIVER == b"\x00\x3c\x00\x3c"
+    assert frames._ACK == b"\x00\x3c\x00\x50"
+    assert frames._NACK == b"\x00\x3c\x00\x78"
 
 
 def test_reading_cannot_be_paused_on_a_transport_other_than_plain_tcp():

@@ -9,7 +9,7 @@ from pathlib import Path
 import pika
 import pytest
 
-from rtroute.netaddr import free_port
+from rtroute.ops.netaddr import free_port
 
 from ..conftest import BROKER_URI, MANAGEMENT_URI, wait_for
 from ..processes import RtrouteProcess

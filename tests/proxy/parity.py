@@ -19,7 +19,7 @@ from typing import Any
 import pika
 import pika.exceptions
 
-from rtroute.demo import PLUGIN_QUEUES, PLUGIN_README_TABLE
+from rtroute.sidecar.demo import PLUGIN_QUEUES, PLUGIN_README_TABLE
 
 MANY_KEYS = 7000  # bound to one queue: a match set larger than one header frame
 BIG_BODY = 5 * 1024 * 1024

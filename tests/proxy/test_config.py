@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from rtroute.config import loads
-from rtroute.config_lines import ConfigError
+from rtroute.config.lines import ConfigError
+from rtroute.config.rtroute_toml import loads
 from rtroute.proxy.config import loads_proxy_settings
 
 

@@ -15,7 +15,7 @@ import pika
 import pytest
 
 from rtroute.amqp import ManagementClient
-from rtroute.demo import PLUGIN_QUEUES, PLUGIN_README_TABLE
+from rtroute.sidecar.demo import PLUGIN_QUEUES, PLUGIN_README_TABLE
 
 from ..conftest import MANAGEMENT_URI, broker_uri_for, wait_for
 from .conftest import drain

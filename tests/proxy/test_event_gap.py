@@ -10,7 +10,7 @@ import json
 import pika
 import pytest
 
-from rtroute.netaddr import free_port
+from rtroute.ops.netaddr import free_port
 
 from ..conftest import BROKER_URI, broker_ctl, wait_for
 from .test_proxy_ops import http_get

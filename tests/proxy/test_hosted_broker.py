@@ -18,7 +18,7 @@ from pathlib import Path
 import pika
 import pytest
 
-from rtroute.netaddr import free_port
+from rtroute.ops.netaddr import free_port
 
 from ..broker_nodes import LocalNode, node_in_tempdir, rabbitmq_installed
 from ..conftest import wait_for

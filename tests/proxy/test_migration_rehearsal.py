@@ -24,7 +24,7 @@ import pika
 import pytest
 
 from rtroute.amqp import ManagementClient
-from rtroute.demo import PLUGIN_QUEUES, PLUGIN_README_TABLE
+from rtroute.sidecar.demo import PLUGIN_QUEUES, PLUGIN_README_TABLE
 
 from ..conftest import BROKER_URI, MANAGEMENT_URI, wait_for
 from ..node_amqplib import amqplib_script

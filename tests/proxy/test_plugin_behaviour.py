@@ -10,7 +10,7 @@ import pika
 import pika.exceptions
 import pytest
 
-from rtroute.demo import PLUGIN_QUEUES, PLUGIN_README_TABLE
+from rtroute.sidecar.demo import PLUGIN_QUEUES, PLUGIN_README_TABLE
 
 from ..conftest import wait_for
 from ..node_amqplib import amqplib_script

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from rtroute.config_lines import ConfigError
-from rtroute.netaddr import free_port, split_listen
+from rtroute.config.lines import ConfigError
+from rtroute.ops.netaddr import free_port, split_listen
 from rtroute.proxy.commands import proxy
 from rtroute.proxy.config import loads_proxy_settings
 

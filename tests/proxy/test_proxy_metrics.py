@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from rtroute.metrics import render
+from rtroute.ops.metrics import render
 from rtroute.proxy.ops import proxy_metrics
 from rtroute.proxy.server import REFUSAL_KINDS, ProxyStats
 

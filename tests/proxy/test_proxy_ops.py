@@ -19,7 +19,7 @@ import pika
 import pytest
 
 from rtroute.amqp.uri import parse_uri
-from rtroute.netaddr import free_port
+from rtroute.ops.netaddr import free_port
 
 from ..conftest import BROKER_URI, wait_for
 from .conftest import assert_round_trip

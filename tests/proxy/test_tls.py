@@ -9,7 +9,7 @@ from pathlib import Path
 import pika
 import pytest
 
-from rtroute.netaddr import free_port
+from rtroute.ops.netaddr import free_port
 
 from .conftest import assert_round_trip, proxy_uri
 

@@ -13,7 +13,7 @@ import pika
 import pika.exceptions
 import pytest
 
-from rtroute.netaddr import free_port
+from rtroute.ops.netaddr import free_port
 
 from ..broker_nodes import LocalNode, node_in_tempdir, rabbitmq_installed
 from ..conftest import wait_for

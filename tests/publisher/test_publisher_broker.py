@@ -10,9 +10,9 @@ import pytest
 
 from rtroute import RTopicPublisher
 from rtroute.amqp.confirm_window import Outcome
-from rtroute.demo import PLUGIN_QUEUES, PLUGIN_README_TABLE
 from rtroute.publisher import PublishFailed, PublishNacked, PublishReturned
 from rtroute.routing import PreconditionFailed
+from rtroute.sidecar.demo import PLUGIN_QUEUES, PLUGIN_README_TABLE
 
 from ..conftest import wait_for
 
@@ -206,10 +206,10 @@ def test_a_full_queue_that_rejects_publishes_nacks_those_messages_only(
 def test_unroutable_reaches_the_alternate_exchange_of_name_bindings(channel, broker_uri,
                                                                     management_uri,
                                                                     monkeypatch):
-    import rtroute.publisher_engine
+    import rtroute.publisher.engine
 
     # a frame cache that starts over often: no publish may take another's frames
-    monkeypatch.setattr(rtroute.publisher_engine, "FRAME_CACHE", 4)
+    monkeypatch.setattr(rtroute.publisher.engine, "FRAME_CACHE", 4)
     name = f"rtroute.test.pub.{uuid.uuid4().hex[:8]}"
     channel.exchange_declare(f"{name}.unroutable", "fanout", durable=True)
     channel.exchange_declare(f"{name}.bindings", "topic", durable=True,

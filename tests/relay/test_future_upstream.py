@@ -20,7 +20,7 @@ from rtroute.publisher import (
     PublishNacked,
     PublishReturned,
 )
-from rtroute.publisher_engine import PublisherEngine
+from rtroute.publisher.engine import PublisherEngine
 from rtroute.relay import FutureUpstream, Item, Settlement
 from rtroute.routing import PreconditionFailed
 from rtroute.routing.exchange_router import ExchangeRouter

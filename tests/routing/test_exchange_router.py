@@ -3,8 +3,8 @@ from collections import Counter
 
 import pytest
 
-from rtroute.demo import PLUGIN_QUEUES
 from rtroute.routing.exchange_router import ExchangeRouter
+from rtroute.sidecar.demo import PLUGIN_QUEUES
 
 PLUGIN = PLUGIN_QUEUES  # the rtopic plugin README's queues A-F and their keys
 

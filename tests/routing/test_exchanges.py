@@ -2,8 +2,8 @@
 import pytest
 
 from rtroute import DirectExchange, FanoutExchange, RTopicExchange, TopicExchange
-from rtroute.demo import PLUGIN_QUEUES, PLUGIN_README_TABLE
 from rtroute.routing import PreconditionFailed, make_exchange
+from rtroute.sidecar.demo import PLUGIN_QUEUES, PLUGIN_README_TABLE
 
 PLUGIN = PLUGIN_QUEUES  # the rtopic plugin README's queues A-F and their keys
 

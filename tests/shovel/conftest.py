@@ -13,9 +13,9 @@ import pika
 import pytest
 
 from rtroute.amqp import ConfirmWindow, ManagementClient, NotFound, connect_blocking
-from rtroute.config import loads
-from rtroute.netaddr import free_port
-from rtroute.shovel.config import ShovelConfig
+from rtroute.config.rtroute_toml import loads
+from rtroute.config.shovel import ShovelConfig
+from rtroute.ops.netaddr import free_port
 from rtroute.shovel.status import ShovelState
 from rtroute.shovel.worker import ShovelWorker
 

@@ -10,8 +10,8 @@ import uuid
 import pika
 import pytest
 
-from rtroute.config import loads
-from rtroute.config_lines import ConfigError
+from rtroute.config.lines import ConfigError
+from rtroute.config.rtroute_toml import loads
 from rtroute.shovel.status import ShovelState
 from rtroute.shovel.worker import ShovelWorker
 

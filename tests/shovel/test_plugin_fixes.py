@@ -10,7 +10,7 @@ import uuid
 import pika
 import pytest
 
-from rtroute.ops_http import OpsServer, prometheus_text
+from rtroute.ops.http import OpsServer, prometheus_text
 from rtroute.shovel.runner import ShovelRunner
 from rtroute.shovel.status import ShovelState
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from rtroute.ops_http import OpsServer
+from rtroute.ops.http import OpsServer
 from rtroute.shovel.commands import shovel as shovel_group
 from rtroute.shovel.runner import ShovelRunner
 from rtroute.shovel.status import ShovelState, uri_without_credentials
@@ -309,7 +309,7 @@ def test_bad_config_errors_name_the_shovel_the_field_and_the_line(filename, text
 
 
 def test_the_examples_load():
-    from rtroute.config import load
+    from rtroute.config.rtroute_toml import load
     from rtroute.shovel.importers import from_erlang_config
 
     root = Path(__file__).resolve().parents[2] / "examples"

@@ -12,11 +12,11 @@ import pytest
 from click.testing import CliRunner
 
 from rtroute.amqp import connect_blocking
-from rtroute.config_lines import ConfigError
-from rtroute.ops_http import OpsServer
+from rtroute.config.lines import ConfigError
+from rtroute.config.shovel import RefusedShovel
+from rtroute.ops.http import OpsServer
 from rtroute.shovel.commands import TABLE_COLUMNS, format_table, load_shovels
 from rtroute.shovel.commands import shovel as shovel_group
-from rtroute.shovel.config import RefusedShovel
 from rtroute.shovel.importers import from_definitions, from_erlang_config
 from rtroute.shovel.runner import ShovelRunner
 from rtroute.shovel.status import ShovelState

@@ -2,7 +2,7 @@
 built, not run)."""
 from __future__ import annotations
 
-from rtroute.config import ExchangeConfig
+from rtroute.config.rtroute_toml import ExchangeConfig
 from rtroute.divert.table import DIVERT_COUNTERS
 from rtroute.sidecar.service import EXCHANGE_COUNTERS, ExchangeState, Sidecar
 

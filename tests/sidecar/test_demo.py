@@ -4,8 +4,8 @@ import subprocess
 import sys
 import uuid
 
-from rtroute.demo import run
-from rtroute.netaddr import free_port
+from rtroute.ops.netaddr import free_port
+from rtroute.sidecar.demo import run
 
 
 def test_demo_delivers_the_plugin_readme_example(broker_uri, management_uri):

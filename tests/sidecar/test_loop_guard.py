@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from rtroute.config import BindingConfig, ExchangeConfig
+from rtroute.config.rtroute_toml import BindingConfig, ExchangeConfig
 from rtroute.sidecar.service import Sidecar
 
 pytestmark = pytest.mark.broker

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rtroute.config import ConfigError, ExchangeConfig, loads
+from rtroute.config.rtroute_toml import ConfigError, ExchangeConfig, loads
 from rtroute.sidecar.layout import declarations_for, missing_plugin
 from rtroute.sidecar.shards import replica_of, shards_to_release
 

@@ -11,7 +11,7 @@ import pika
 import pytest
 
 from rtroute.amqp import parse_uri
-from rtroute.demo import PLUGIN_QUEUES, PLUGIN_README_TABLE
+from rtroute.sidecar.demo import PLUGIN_QUEUES, PLUGIN_README_TABLE
 
 from ..conftest import BROKER_URI, management_client, wait_for
 from .conftest import broker_toml, depth, drain, drain_many, publish_in_batches, wait_depth

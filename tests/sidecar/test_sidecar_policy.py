@@ -6,7 +6,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from rtroute.amqp import frames
-from rtroute.metrics import LatencyHistogram
+from rtroute.ops.metrics import LatencyHistogram
 from rtroute.routing.exchange_router import ERROR_HEADER
 from rtroute.sidecar.dead_letters import DIVERT_HEADER, SOURCE_HEADER
 from rtroute.sidecar.layout import DEAD_LETTER_EXCHANGE

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from rtroute.demo import PLUGIN_QUEUES
+from rtroute.sidecar.demo import PLUGIN_QUEUES
 
 if os.environ.get("RTROUTE_REQUIRE_SPARK") != "1":  # the test command sets it: fail, not skip
     pytest.importorskip("pyspark", reason="pip install 'rtroute[spark]'")

@@ -8,8 +8,8 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-from rtroute.spark.commands import format_table
 from rtroute.spark.commands import spark as spark_group
+from rtroute.spark.commands.output import format_table
 
 from .conftest import PLUGIN, random_messages
 

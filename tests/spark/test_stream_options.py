@@ -176,7 +176,7 @@ def test_with_an_env_archive_the_driver_finds_the_executors_python_path_as_its_o
     import subprocess
     import sys
 
-    from rtroute.spark.commands import _driver_runs_env_python
+    from rtroute.spark.commands.stream import _driver_runs_env_python
     from rtroute.spark.executors import ENV_PYTHON
 
     here = os.getcwd()

@@ -1,13 +1,13 @@
 """Where a config value came from, and the error that points there.
 
 ``tomllib`` and ``json`` return plain data without positions, so the scanners
-(:mod:`rtroute.config_toml_lines`, :mod:`rtroute.config_json_lines`) read the source text a
+(:mod:`rtroute.config.toml_lines`, :mod:`rtroute.config.json_lines`) read the source text a
 second time (after the real parser accepted it) and record, for every key and every array
 element, the line it starts on, in a :class:`SourceMap`. A path is a tuple of keys and array
 indices, e.g. ``("shovel", 0, "publish_properties", "priority")``; a lookup falls back to the
 nearest recorded ancestor, so an error about a missing key points at its table.
 
-This module holds what the scanners and the table reader (:mod:`rtroute.config_lines`) share:
+This module holds what the scanners and the table reader (:mod:`rtroute.config.lines`) share:
 :class:`ConfigError`, :class:`SourceMap`, the size and depth limits, and :func:`shown` (a
 value in a message, credentials masked).
 

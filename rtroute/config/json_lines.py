@@ -13,7 +13,7 @@ import re
 from itertools import accumulate
 from typing import Any, Callable
 
-from rtroute.config_source import (
+from rtroute.config.source import (
     MAX_CONFIG_BYTES,
     MAX_DEPTH,
     ConfigError,

@@ -21,7 +21,7 @@ from typing import Any, Callable
 import pika
 
 from rtroute.amqp import connect_blocking, mask_uri
-from rtroute.netaddr import free_port
+from rtroute.ops.netaddr import free_port
 from rtroute.routing import RTopicExchange
 
 PLUGIN_QUEUES = {
@@ -68,7 +68,7 @@ def run(uri: str, echo: Callable[[str], None] = print,
     Raises:
         RuntimeError: the sidecar exited or did not become ready.
     """
-    name = f"rtroute.demo.{uuid.uuid4().hex[:6]}"
+    name = f"rtroute.sidecar.demo.{uuid.uuid4().hex[:6]}"
     port = free_port()
     echo(f"broker: {mask_uri(uri)}; starting the sidecar for exchange {name!r} ...")
     env = dict(os.environ, RTROUTE_URI=uri)  # not in argv, where ps shows it to every user

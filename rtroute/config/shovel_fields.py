@@ -1,10 +1,10 @@
 """The parts of a ``[[shovel]]`` table: its two sides and the fields of what it publishes.
 
-:func:`rtroute.shovel.config.parse_shovel` reads a shovel with these: :func:`parse_endpoint`
+:func:`rtroute.config.shovel.parse_shovel` reads a shovel with these: :func:`parse_endpoint`
 (``sources``/``destinations``: broker lists and declarations, checked against
 :data:`DECLARATION_METHODS`), :func:`parse_publish_properties`, :func:`parse_publish_fields` and
 :func:`parse_filter`, plus the key helpers shared with it (``_`` and ``-`` spell the same key).
-Every name here is also importable from :mod:`rtroute.shovel.config`.
+Every name here is also importable from :mod:`rtroute.config.shovel`.
 """
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rtroute.config_lines import Path, TableReader, shown, suggest, type_name
-from rtroute.validators import amqp_uri_problem, selector_problem, shortstr_problem
+from rtroute.config.lines import Path, TableReader, shown, suggest, type_name
+from rtroute.config.validators import amqp_uri_problem, selector_problem, shortstr_problem
 
 __all__ = [
     "BASIC_PROPERTIES",

@@ -1,7 +1,7 @@
 """Shovel configuration: the plugin's names, checked field by field.
 
 The parts of a shovel table (its sides, publish properties and fields, filter) are read by
-:mod:`rtroute.shovel.config_fields`; this module puts them together. A :class:`ShovelConfig`
+:mod:`rtroute.config.shovel_fields`; this module puts them together. A :class:`ShovelConfig`
 comes from a ``[[shovel]]`` table of ``rtroute.toml`` or from an
 importer (:mod:`rtroute.shovel.importers`); all of them go through :func:`parse_shovel`, so a
 shovel is validated the same way wherever it was written. Keys may be spelled with ``_`` (the
@@ -15,14 +15,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rtroute.config_lines import (
+from rtroute.config.lines import (
     ConfigError,
     Path,
     TableReader,
     Where,
     shown,
 )
-from rtroute.shovel.config_fields import (
+from rtroute.config.shovel_fields import (
     BASIC_PROPERTIES,
     DECLARATION_METHODS,
     FILTER_KINDS,
@@ -40,7 +40,7 @@ from rtroute.shovel.config_fields import (
     parse_publish_properties,
     raw_key,
 )
-from rtroute.validators import (
+from rtroute.config.validators import (
     amqp_uri_problem,
     management_uri_problem,
     selector_problem,

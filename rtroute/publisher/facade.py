@@ -10,7 +10,7 @@ each bound queue one copy and strips ``BCC``, exactly as on the sidecar's republ
         pub.publish("*.app1.mod1.info", b"body", headers={"BCC": ["#.error"]}).result(timeout=5)
 
 How it works: :class:`RTopicPublisher` is a thread-safe facade (as pika's ``BlockingConnection``
-is over its asynchronous core) over :class:`~rtroute.publisher_engine.PublisherEngine`, which
+is over its asynchronous core) over :class:`~rtroute.publisher.engine.PublisherEngine`, which
 runs in one background thread: a :class:`~rtroute.amqp.connection.ReconnectingConnection`
 (reconnect with back-off), a :class:`~rtroute.amqp.binding_watcher.BindingWatcher` (the
 management API's listing of ``NAME.bindings``, kept current by the event exchange and re-listed
@@ -47,225 +47,18 @@ from typing import Any, Callable
 
 import pika
 
-from rtroute.amqp.confirm_window import Outcome
 from rtroute.amqp.management import ManagementClient
 from rtroute.amqp.uri import mask_uri, parse_uri
-from rtroute.publisher_engine import (  # noqa: F401 - BATCH, FRAME_CACHE: their old home
-    BATCH,
-    FRAME_CACHE,
-    PublisherEngine,
-)
-from rtroute.relay.outgoing import Item
-from rtroute.relay.policy import FAILED, Policy, Settlement, Verdict
-from rtroute.routing import PreconditionFailed
-from rtroute.routing.exchange_router import DEFAULT_BCC_ALIAS, Decision, ExchangeRouter
+from rtroute.publisher.engine import PublisherEngine
+from rtroute.publisher.future import MessageFuture, PublisherClosed
+from rtroute.publisher.policy import PublisherPolicy
+from rtroute.routing.exchange_router import DEFAULT_BCC_ALIAS, ExchangeRouter
 
-__all__ = ["MessageFuture", "PublishError", "PublishFailed", "PublishNacked", "PublishReturned",
-           "PublisherClosed", "PublisherPolicy", "RTopicPublisher"]
+__all__ = ["DELIVERIES", "PUBLISHED_KEY_HEADER", "RTopicPublisher"]
 
-LOG = logging.getLogger(__name__)
+LOG = logging.getLogger("rtroute.publisher")
 PUBLISHED_KEY_HEADER = "x-rtroute-routing-key"  # the key as published, with delivery="matched-key"
 DELIVERIES = ("bcc", "matched-key")
-
-
-class PublishError(Exception):
-    """A message the broker did not take (the subclass says how)."""
-
-
-class PublishNacked(PublishError):
-    """The broker nacked a publish of the message (e.g. a full queue with reject-publish)."""
-
-
-class PublishReturned(PublishError):
-    """A ``mandatory`` message reached no queue (``reply_code``, ``reply_text`` from the
-    broker's ``basic.return``)."""
-
-    def __init__(self, message: str, reply_code: int | None = None,
-                 reply_text: str | None = None) -> None:
-        super().__init__(message)
-        self.reply_code = reply_code
-        self.reply_text = reply_text
-
-
-class PublishFailed(PublishError):
-    """The connection or channel closed before the broker confirmed: the message may or may
-    not have been routed."""
-
-
-class PublisherClosed(PublishError):
-    """The publisher was closed (or could not start) before the message was sent."""
-
-
-class MessageFuture(Item):
-    """The outcome of one :meth:`RTopicPublisher.publish`: settled once every broker publish
-    the message needed is settled.
-
-    It is the relay's :class:`~rtroute.relay.outgoing.Item` for its message (``awaiting``
-    counts its publishes without an outcome; ``settler`` is the publisher's
-    :class:`~rtroute.relay.future_upstream.FutureUpstream`) and, when the message is one
-    publish handed over in bulk, that publish too (``item`` None).
-
-    Attributes:
-        routing_key: as published.
-        matched: the distinct binding keys the message matched (empty: unroutable), known once
-            it was routed.
-        decision: the router's :class:`~rtroute.routing.exchange_router.Decision`, once
-            routed (None before, and for an unroutable message).
-    """
-
-    __slots__ = ("_awaited", "_callbacks", "_done", "_error", "_owner",
-                 "decision", "routing_key")
-
-    item = None  # its own publish, when it has one only (see rtroute.relay.bulk)
-
-    def __init__(self, owner: Any, routing_key: str, settler: Any = None) -> None:
-        # Item's attributes set here, not through Item.__init__ and Delivery.__init__: two
-        # calls fewer per message on the publishing thread
-        self.tag = 0
-        self.awaiting = 0
-        self.failed = False
-        self.settled = False
-        self.parked = False
-        self.settler = settler
-        self.attempts = 0
-        self.settlement = None
-        self._owner = owner
-        self.routing_key = routing_key
-        self.decision: Decision | None = None  # the router's, once routed
-        self._done = False
-        self._error: BaseException | None = None
-        self._callbacks: list[Callable[[MessageFuture], Any]] | None = None
-        self._awaited = False  # a thread waits in result(): settling wakes it
-
-    @property
-    def matched(self) -> tuple[str, ...]:
-        """The distinct binding keys the message matched, sorted (listed when first asked:
-        the planner does not list them to publish)."""
-        return () if self.decision is None else self.decision.matched
-
-    def done(self) -> bool:
-        """True once the message has its outcome."""
-        return self._done
-
-    def exception(self) -> BaseException | None:
-        """The error the message failed with, or None (also None while pending)."""
-        return self._error
-
-    def result(self, timeout: float | None = None) -> Outcome:
-        """Wait until the broker confirmed the message; returns ``Outcome.ACKED``.
-
-        Raises:
-            TimeoutError: no outcome within ``timeout`` seconds.
-            PublishNacked, PublishReturned, PublishFailed, PublisherClosed,
-            rtroute.routing.PreconditionFailed: how the message failed.
-        """
-        if not self._done:
-            self._awaited = True  # before _wait reads done: see RTopicPublisher._settled
-            self._owner._wait(self.done, timeout)
-            if not self._done:
-                raise TimeoutError(f"message {self.routing_key!r} not confirmed in {timeout} s")
-        if self._error is not None:
-            raise self._error
-        return Outcome.ACKED
-
-    def add_done_callback(self, callback: Callable[[MessageFuture], Any]) -> None:
-        """Call ``callback(self)`` once settled (in the publisher's thread; at once, in this
-        one, if done). Safe from any thread: each callback runs exactly once."""
-        with self._owner._condition:  # one list, made once, whoever adds
-            if self._callbacks is None:
-                self._callbacks = []
-            self._callbacks.append(callback)
-        # the settling thread marks the future done before it looks for callbacks: if it
-        # looked too early, this thread sees done and runs them
-        if self._done:
-            self._run_callbacks()
-
-    def _fail(self, error: BaseException) -> None:
-        """Record why the message failed (the first error wins)."""
-        self.failed = True
-        if self._error is None:
-            self._error = error
-
-    def _settle(self) -> None:
-        self._done = True
-        if self._callbacks is not None:
-            self._run_callbacks()
-
-    def _run_callbacks(self) -> None:
-        callbacks = self._callbacks
-        while callbacks:
-            try:
-                callback = callbacks.pop(0)  # atomic: two threads never take the same one
-            except IndexError:
-                return
-            try:
-                callback(self)
-            except Exception:
-                LOG.exception("done callback failed for the message %r", self.routing_key)
-
-    def __repr__(self) -> str:
-        state = "pending" if not self._done else ("failed" if self._error else "confirmed")
-        return f"<MessageFuture {self.routing_key!r} {state}>"
-
-
-class PublisherPolicy(Policy):
-    """What each outcome means for a message's future: every publish that is not simply acked
-    fails its message (the first error is the one its future raises), and the message is
-    settled, failed, once all its publishes have their outcomes.
-
-    - nacked: :class:`PublishNacked`; returned (``mandatory``, no queue took it):
-      :class:`PublishReturned` with the broker's ``reply_code`` and ``reply_text``;
-    - failed (the channel or connection closed before the confirm): :class:`PublishFailed`;
-    - rejected (a content header over ``frame_max``, a value with no encoding): ``ValueError``
-      saying so.
-
-    For messages that never went out (whole or in part) the engine asks :meth:`not_routed`
-    (a malformed message: :class:`~rtroute.routing.PreconditionFailed`), :meth:`not_sent`
-    (:class:`PublishFailed`) and :meth:`closed` (:class:`PublisherClosed`).
-
-    Args:
-        exchange: the managed exchange ``NAME`` (for messages).
-    """
-
-    def __init__(self, exchange: str) -> None:
-        self.exchange = exchange
-
-    def returned(self, out: Any, future: Any) -> Verdict:
-        message = out.item or out
-        message._fail(PublishReturned(
-            f"{message.routing_key!r} was returned: {future.reply_code} {future.reply_text}",
-            future.reply_code, future.reply_text))
-        return FAILED
-
-    def nacked(self, out: Any, future: Any) -> Verdict:
-        message = out.item or out
-        message._fail(PublishNacked(f"the broker nacked {message.routing_key!r}"))
-        return FAILED
-
-    def failed(self, out: Any, future: Any) -> Verdict:
-        (out.item or out)._fail(PublishFailed(f"not confirmed: {future.reason}"))
-        return FAILED
-
-    def rejected(self, out: Any, reason: str) -> Verdict:
-        (out.item or out)._fail(ValueError(reason))
-        return FAILED
-
-    def settlement(self, item: Any) -> Settlement:
-        return Settlement.LEAVE  # failed: nothing to tell a broker, the future says it all
-
-    def not_routed(self, message: MessageFuture, reason: str) -> None:
-        """The router refused ``message`` (e.g. ``CC`` not an array): the broker would close
-        the channel."""
-        message._fail(PreconditionFailed(reason))
-
-    def not_sent(self, message: MessageFuture, reason: str) -> None:
-        """A publish of ``message`` could not be written (the connection is going)."""
-        message._fail(PublishFailed(reason))
-
-    def closed(self, message: MessageFuture) -> None:
-        """The publisher closed before ``message`` was sent."""
-        message._fail(PublisherClosed(f"publisher of {self.exchange!r} closed before the "
-                                      "message was sent"))
 
 
 class RTopicPublisher:

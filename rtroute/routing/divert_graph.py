@@ -1,7 +1,7 @@
 """The divert graph: which managed exchanges a divert watches, and whether diverts form a cycle.
 
 Artemis has no loop guard (a divert A -> B plus B -> A overflows its stack), so rtroute checks
-the graph whenever diverts change: when the config is loaded (:mod:`rtroute.config`) and when a
+the graph whenever diverts change: when the config is loaded (:mod:`rtroute.config.rtroute_toml`) and when a
 divert is created at run time (:class:`rtroute.divert.DivertTable`). An edge runs from each
 exchange a divert watches to each of its forwarding addresses that is itself a managed exchange;
 an ``ANYCAST`` divert delivers to a queue, never back through a managed exchange, so it adds no
@@ -18,7 +18,7 @@ from rtroute.core.reference import glob_match
 
 
 class DivertLike(Protocol):
-    """What the graph needs of a divert (a :class:`rtroute.config.DivertConfig` has it)."""
+    """What the graph needs of a divert (a :class:`rtroute.config.divert.DivertConfig` has it)."""
 
     name: str
     address: str

@@ -38,7 +38,7 @@ import urllib.parse
 from http import HTTPStatus
 from typing import Any, Callable
 
-from rtroute.netaddr import is_loopback, split_listen
+from rtroute.ops.netaddr import is_loopback, split_listen
 
 StatusProvider = Callable[[], dict]
 Route = Callable[[str, bytes], tuple[int, Any]]
@@ -91,9 +91,9 @@ _SINGLE_HEADERS = ("host", "content-length", "authorization", "content-type", "o
 
 def prometheus_text(status: dict, process: bool = False) -> str:
     """Renders ``status["metrics"]`` (``{name: {"help", "type", "samples": [(labels, value)]}}``,
-    see :mod:`rtroute.metrics`) in the Prometheus text format with ``prometheus_client``;
+    see :mod:`rtroute.ops.metrics`) in the Prometheus text format with ``prometheus_client``;
     ``process`` adds the process metrics and ``rtroute_build_info`` (as ``/metrics`` does)."""
-    from rtroute.metrics import render
+    from rtroute.ops.metrics import render
 
     metrics = dict(status.get("metrics", {}))
     # every process kind (sidecar, shovels, proxy, divert) says whether /readyz is 200

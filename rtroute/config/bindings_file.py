@@ -8,7 +8,7 @@ TOML or JSON (chosen by extension; ``.toml`` or anything else parsed as JSON fir
 
 An optional top-level ``bindings`` table holding that mapping is accepted too.
 
-Files are checked as config files are (:mod:`rtroute.config_lines`): a file larger than
+Files are checked as config files are (:mod:`rtroute.config.lines`): a file larger than
 :data:`MAX_JSON_BYTES` (JSON) or :data:`MAX_TOML_BYTES` (TOML, which ``tomllib`` holds in about
 100 bytes of memory per byte) is refused before it is read, and nesting deeper than
 ``MAX_DEPTH`` or a dotted key of more than ``MAX_KEY_PARTS`` parts is an error with its line.
@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from rtroute.config_lines import ConfigError, parse_json, parse_toml
+from rtroute.config.lines import ConfigError, parse_json, parse_toml
 
 #: Largest JSON binding file accepted (about a million bindings of 60-byte keys).
 MAX_JSON_BYTES = 128 * 1024 * 1024

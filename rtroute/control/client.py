@@ -1,4 +1,4 @@
-"""The client side of the ops endpoint (:mod:`rtroute.ops_http`): what ``rtroute status`` and
+"""The client side of the ops endpoint (:mod:`rtroute.ops.http`): what ``rtroute status`` and
 ``rtroute shovel status|delete|restart`` send to a running ``rtroute run``, ``rtroute proxy``
 or ``rtroute shovel run``, and the ``--http``/``--token``/``--token-file`` options they share.
 
@@ -41,7 +41,7 @@ def endpoint(http_listen: str) -> str:
     Raises:
         click.BadParameter: not ``HOST:PORT`` (named as ``--http``).
     """
-    from rtroute.netaddr import split_listen
+    from rtroute.ops.netaddr import split_listen
 
     try:
         host, port = split_listen(http_listen)

@@ -72,3 +72,15 @@ def free_port() -> int:
     with socket.socket() as s:  # every pick was taken: the kernel's choice, as before
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def split_hostport(text: str) -> tuple[str, int]:
+    """``host:port`` (``[v6]:port`` too).
+
+    Raises:
+        ValueError: no port or a bad one.
+    """
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"listen address must be host:port, got {text!r}")
+    return host.strip("[]") or "0.0.0.0", int(port)

@@ -1,9 +1,9 @@
 """TOML config text: parsed with ``tomllib`` after a linear shape check, and its lines mapped.
 
 :func:`parse_toml` rejects what ``tomllib`` would choke on (text longer than
-:data:`~rtroute.config_source.MAX_CONFIG_BYTES`, nesting deeper than
-:data:`~rtroute.config_source.MAX_DEPTH`, dotted keys of more than
-:data:`~rtroute.config_source.MAX_KEY_PARTS` parts) before it parses; :func:`toml_source_map`
+:data:`~rtroute.config.source.MAX_CONFIG_BYTES`, nesting deeper than
+:data:`~rtroute.config.source.MAX_DEPTH`, dotted keys of more than
+:data:`~rtroute.config.source.MAX_KEY_PARTS` parts) before it parses; :func:`toml_source_map`
 scans text ``tomllib`` accepted and records the line of every key, table header and array
 element; :func:`load_toml` does both.
 """
@@ -14,7 +14,7 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-from rtroute.config_source import (
+from rtroute.config.source import (
     MAX_CONFIG_BYTES,
     MAX_DEPTH,
     MAX_KEY_PARTS,

@@ -16,9 +16,9 @@ divert of that name is kept, as Artemis deploys the first and logs the next
 (``ActiveMQServerImpl.deployDivert``: "binding already exists").
 
 Each section has its own parser: ``[broker]``, ``[http]`` and ``[[exchange]]`` here,
-``[[divert]]`` in :mod:`rtroute.divert.config` (whose names, :class:`DivertConfig`,
+``[[divert]]`` in :mod:`rtroute.config.divert` (whose names, :class:`DivertConfig`,
 :func:`loads_divert` and the rest, are importable from here too), ``[[shovel]]`` in
-:mod:`rtroute.shovel.config`, ``[proxy]`` in :mod:`rtroute.proxy.config`. A divert's keys may
+:mod:`rtroute.config.shovel`, ``[proxy]`` in :mod:`rtroute.proxy.config`. A divert's keys may
 also be spelled as Artemis spells them (see :data:`DIVERT_KEY_SPELLINGS`).
 """
 from __future__ import annotations
@@ -31,8 +31,20 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 from urllib.parse import quote, unquote, urlsplit
 
-from rtroute.config_json_lines import json_source_map, parse_json  # noqa: F401 - as before
-from rtroute.config_lines import (
+from rtroute.config.constants import DEFAULT_LISTEN, DEFAULT_URI, EXCHANGE_KINDS, QUEUE_TYPES
+from rtroute.config.divert import (
+    DIVERT_KEY_SPELLINGS,
+    DIVERT_UPDATABLE,
+    ROUTING_TYPES,
+    DivertConfig,
+    check_divert_graph,
+    first_of_each_name,
+    loads_divert,
+    loads_divert_update,
+    parse_divert,
+    parse_transformer_list,
+)
+from rtroute.config.lines import (
     MAX_CONFIG_BYTES,
     ConfigError,
     Path,
@@ -45,28 +57,12 @@ from rtroute.config_lines import (
     token_in_environment,
     type_name,
 )
-from rtroute.config_source import shown  # noqa: F401 - as before
-from rtroute.divert.config import (
-    DIVERT_KEY_SPELLINGS,
-    DIVERT_UPDATABLE,
-    ROUTING_TYPES,
-    DivertConfig,
-    check_divert_graph,
-    first_of_each_name,
-    loads_divert,
-    loads_divert_update,
-    parse_divert,
-    parse_transformer_list,
-)
-from rtroute.divert.graph import address_matches, find_cycle, watched_exchanges  # noqa: F401
-from rtroute.netaddr import is_loopback, split_listen
-from rtroute.shovel.config import ShovelConfig, check_unique, parse_shovel
-from rtroute.validators import (  # noqa: F401 - selector/shortstr: importable here as before
+from rtroute.config.shovel import ShovelConfig, check_unique, parse_shovel
+from rtroute.config.validators import (
     amqp_uri_problem,
     management_uri_problem,
-    selector_problem,
-    shortstr_problem,
 )
+from rtroute.ops.netaddr import is_loopback, split_listen
 
 __all__ = [
     "DIVERT_KEY_SPELLINGS",
@@ -80,7 +76,6 @@ __all__ = [
     "ExchangeConfig",
     "HttpConfig",
     "ShovelConfig",
-    "address_matches",
     "derive_management_uri",
     "load",
     "loads",
@@ -90,14 +85,6 @@ __all__ = [
 
 LOG = logging.getLogger("rtroute.config")
 
-DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
-# 8419: outside 9100-9999, the range Prometheus allocates to exporters (9419 is the RabbitMQ
-# exporter's); the ops endpoint serves /metrics beside it on the same host. The examples and
-# docs give each role its own port, so that they can share a host: 8419 the sidecar, 8420
-# shovels, 8421 the proxy (tests/ops/test_ops_ports.py).
-DEFAULT_LISTEN = "127.0.0.1:8419"
-EXCHANGE_KINDS = ("rtopic", "topic", "direct", "fanout", "headers")
-QUEUE_TYPES = ("classic", "quorum")
 MAX_SHARDS = 256  # ingress shards of one exchange (a channel each, per replica)
 DESTINATION_TYPES = ("queue", "exchange")
 SECTIONS = ("broker", "http", "exchange", "divert", "shovel", "proxy")  # proxy: rtroute.proxy.config

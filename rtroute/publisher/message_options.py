@@ -127,7 +127,7 @@ def parse_property(text: str) -> tuple[str, Any]:
     Raises:
         ValueError: an unknown name (with the closest one), a value of the wrong type or range.
     """
-    from rtroute.config_lines import suggest
+    from rtroute.config.lines import suggest
 
     name, value = _split(text, "--property")
     if name not in PROPERTY_NAMES:

@@ -10,7 +10,7 @@ or a topic pattern over the names with ``*`` and ``#``) matches a managed exchan
 divert graph has no cycle (a message diverted from A to B and back to A would loop).
 
 A divert's keys may also be spelled as Artemis spells them (see :data:`DIVERT_KEY_SPELLINGS`).
-:mod:`rtroute.config` reads the whole file; the names here are importable from it too.
+:mod:`rtroute.config.rtroute_toml` reads the whole file; the names here are importable from it too.
 """
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from rtroute.config_lines import (
+from rtroute.config.constants import ROUTING_TYPES
+from rtroute.config.lines import (
     ConfigError,
     TableReader,
     Where,
@@ -29,9 +30,8 @@ from rtroute.config_lines import (
     suggest,
     type_name,
 )
-from rtroute.divert.graph import find_cycle, watched_exchanges
-from rtroute.divert.table import ROUTING_TYPES
-from rtroute.validators import selector_problem
+from rtroute.config.validators import selector_problem
+from rtroute.routing.divert_graph import find_cycle, watched_exchanges
 
 __all__ = [
     "DIVERT_KEY_SPELLINGS",

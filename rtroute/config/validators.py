@@ -2,8 +2,8 @@
 selectors, AMQP short strings.
 
 Each returns why a value is wrong (a phrase to follow the key's name: ``uri is ...``) or
-``None``; the caller says where (:mod:`rtroute.config_lines`). This module sits below
-:mod:`rtroute.config` and the feature packages' own config modules (``shovel/config.py``, ...),
+``None``; the caller says where (:mod:`rtroute.config.lines`). This module sits below
+:mod:`rtroute.config.rtroute_toml` and the section parsers (``config/shovel.py``, ``config/divert.py``),
 so that all of them import it and none imports another: the general config does not depend on
 a feature package.
 """

@@ -5,9 +5,9 @@ rejects what is left with a "did you mean" suggestion; every error is a :class:`
 with the file and line of the value (:class:`Where`: a document's source map and file name).
 :func:`check_amqp_name` rejects an exchange, queue or routing key too long for AMQP.
 
-The documents themselves are read by :mod:`rtroute.config_toml_lines` (TOML) and
-:mod:`rtroute.config_json_lines` (JSON), which map the line of every key and array element;
-:mod:`rtroute.config_source` has what they share (:class:`ConfigError`, :class:`SourceMap`, the
+The documents themselves are read by :mod:`rtroute.config.toml_lines` (TOML) and
+:mod:`rtroute.config.json_lines` (JSON), which map the line of every key and array element;
+:mod:`rtroute.config.source` has what they share (:class:`ConfigError`, :class:`SourceMap`, the
 size and depth limits that keep hostile input linear). Their names are importable from here
 too, the one module config sections import.
 """
@@ -20,8 +20,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from rtroute.config_json_lines import json_source_map, parse_json
-from rtroute.config_source import (
+from rtroute.config.json_lines import json_source_map, parse_json
+from rtroute.config.source import (
     MAX_CONFIG_BYTES,
     MAX_DEFINITIONS_BYTES,
     MAX_DEPTH,
@@ -34,8 +34,8 @@ from rtroute.config_source import (
     line_at,
     shown,
 )
-from rtroute.config_toml_lines import load_toml, parse_toml, toml_source_map
-from rtroute.validators import shortstr_problem
+from rtroute.config.toml_lines import load_toml, parse_toml, toml_source_map
+from rtroute.config.validators import shortstr_problem
 
 __all__ = [
     "MAX_CONFIG_BYTES",

@@ -56,7 +56,8 @@ from rtroute.routing.delivery_plan import Publish
 from rtroute.routing.exchange_router import ExchangeRouter
 
 if TYPE_CHECKING:
-    from rtroute.publisher import MessageFuture, PublisherPolicy
+    from rtroute.publisher.future import MessageFuture
+    from rtroute.publisher.policy import PublisherPolicy
 
 __all__ = ["BATCH", "FRAME_CACHE", "PublisherEngine"]
 

@@ -1,0 +1,127 @@
+"""The SparkSession of an ``rtroute spark`` subcommand: the ``spark`` extra checked, the
+executors' Python checked before any output is written, results renamed into place, and a
+failed job said in one line."""
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from typing import TYPE_CHECKING, Callable
+
+import click
+
+from rtroute.spark.commands.options import is_local, parse_conf
+from rtroute.spark.commands.output import echo_err
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["job_failure", "require", "spark_session", "start_session", "write_then_rename"]
+
+
+def require(*modules: str) -> None:
+    """Fails with an install hint unless every module of the ``spark`` extra can be imported.
+
+    Raises:
+        click.ClickException: one is missing.
+    """
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            raise click.ClickException(
+                f"{module} is not installed: pip install 'rtroute[spark]'") from None
+
+
+def spark_session(master: str = "local[*]", app_name: str = "rtroute",
+                  config: dict[str, str] | None = None) -> SparkSession:
+    """A SparkSession for the CLI and the benchmark (library code takes one instead).
+
+    For a ``local`` master the executors' Python is this interpreter (``PYSPARK_PYTHON``) and
+    Spark binds to 127.0.0.1 (``SPARK_LOCAL_IP``) unless those variables are already set; on a
+    cluster they are the deployment's business (see docs/spark.md).
+
+    Raises:
+        click.ClickException: pyspark, pyarrow or pandas is not installed.
+    """
+    require("pyspark", "pyarrow", "pandas")
+    from pyspark.sql import SparkSession
+
+    if master.startswith("local"):
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    builder = (SparkSession.builder.master(master).appName(app_name)
+               .config("spark.ui.showConsoleProgress", "false"))
+    for key, value in (config or {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def start_session(master: str, app_name: str, conf: tuple[str, ...], env_archive: str | None
+           ) -> SparkSession:
+    """The session of a command, with the executors checked before any output is written."""
+    from rtroute.spark.executors import ExecutorPythonError, archive_config, check_executors
+
+    config = parse_conf(conf)
+    if env_archive:
+        if is_local(env_archive) and not os.path.isfile(env_archive.removeprefix("file://")):
+            raise click.BadParameter(f"{env_archive} does not exist",
+                                     param_hint="--env-archive")
+        config = archive_config(env_archive, config)
+    session = spark_session(master, app_name, config)
+    try:
+        reports = check_executors(session)
+    except ExecutorPythonError as exc:
+        session.stop()
+        raise click.ClickException(str(exc)) from None
+    for line in sorted({f"{r.implementation} core {r.core} (python {r.executable} {r.python})"
+                        for r in reports}):
+        echo_err(f"executors: {line}")
+    if any(r.implementation != "native" for r in reports):
+        echo_err("warning: executors route with the pure-Python core (orders of magnitude "
+                  "slower); ship the native one with --env-archive (rtroute spark pack)")
+    return session
+
+
+def write_then_rename(session: SparkSession, out_path: str, overwrite: bool,
+                       write: Callable[[str], None]) -> None:
+    """Runs ``write(temporary_path)`` next to ``out_path``, then renames the result to
+    ``out_path`` (replacing it with ``overwrite``); on any failure removes the temporary
+    folder, so a failed job never leaves a folder that looks like a result. Works on any
+    Hadoop file system (local, hdfs://, s3a:// ...)."""
+    import uuid
+
+    jvm = session._jvm
+    hadoop_path = jvm.org.apache.hadoop.fs.Path
+    target = hadoop_path(os.path.abspath(out_path) if "://" not in out_path else out_path)
+    fs = target.getFileSystem(session._jsc.hadoopConfiguration())
+    partial = hadoop_path(target.getParent(),
+                          f".{target.getName()}.rtroute-{uuid.uuid4().hex[:12]}.partial")
+    try:
+        write(partial.toString())
+        if overwrite and fs.exists(target):
+            fs.delete(target, True)
+        if not fs.rename(partial, target):
+            raise click.ClickException(f"could not rename {partial.toString()} to {out_path}")
+    finally:
+        if fs.exists(partial):
+            fs.delete(partial, True)
+
+
+def job_failure(exc: Exception) -> click.ClickException:
+    """One line for a failed Spark job, with the memory setting to raise on a heap exhaustion
+    (when the JVM died of it, its own log above says so)."""
+    from rtroute.spark.executors import failure_reason
+
+    reason = failure_reason(exc)
+    memory = ("give Spark more memory: --conf spark.driver.memory=4g for local[*] (its "
+              "executors run in the driver's JVM), --conf spark.executor.memory=4g on a cluster")
+    if "OutOfMemoryError" in reason:
+        return click.ClickException(f"the Spark job ran out of memory ({reason}): {memory}")
+    if type(exc).__name__ == "Py4JNetworkError" or "Answer from Java side" in reason:
+        return click.ClickException(
+            f"the Spark JVM died during the job ({reason}); if its log above shows "
+            f"java.lang.OutOfMemoryError, {memory}")
+    return click.ClickException(f"the Spark job failed: {reason}")
