@@ -661,7 +661,7 @@ class Session:
         read = HeaderKeys.read(header, self._bcc_alias_wire, MAX_QUERY_BYTES) \
             if routing_key.isascii() else None
         if read is None:
-            self._route_general(channel, exchange, publish, routing_key, header, out)
+            self._route_general(channel, exchange, publish, routing_key, header, out, cache_key)
             return
         key = routing_key.decode("ascii")
         plan_key = (key, self.frame_max, read.cc, read.bcc, read.alias) if read.has_table \
@@ -693,7 +693,7 @@ class Session:
         self._send_routed(exchange, publish, header, out, cache_key)
 
     def _route_general(self, channel: int, exchange: RTopic, publish: bytes, routing_key: bytes,
-                       header: bytes, out: list[bytes]) -> None:
+                       header: bytes, out: list[bytes], cache_key: bytes | None) -> None:
         """:meth:`_route` for what rtroute.core.headers leaves to the general path: the whole
         headers table decoded (a CC or BCC that is no array of strings, a key that is not
         ASCII, a malformed frame), its plan cached as the common case's."""
@@ -742,7 +742,7 @@ class Session:
             if len(header) > self.frame_max:
                 self._bcc_too_large(channel, out)
                 return
-        self._send_routed(exchange, publish, header, out, None)
+        self._send_routed(exchange, publish, header, out, cache_key)
 
     def _one_publish(self, channel: int, key: str, decision: Any, out: list[bytes]
                      ) -> tuple[str, ...] | None:
