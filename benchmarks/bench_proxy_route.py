@@ -20,7 +20,7 @@ from rtroute.proxy import session as session_module
 from rtroute.proxy.catalog import RTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tests.proxy.test_session_pumps import _Catalog, message, new_session  # noqa: E402
+from tests.proxy.test_session_pumps import _Catalog, message, new_session
 
 ROUND = 2_000
 SCENARIOS = {
