@@ -19,7 +19,7 @@ import time
 from typing import Any
 
 __all__ = ["LISTING_TIMEOUT", "LOG_EVERY", "MAX_LISTING_TIMEOUT", "ListingBudget",
-           "ListingProgress", "read_listing"]
+           "ListingProgress", "log_progress", "read_listing"]
 
 LOG = logging.getLogger("rtroute.amqp.management")
 
@@ -163,14 +163,40 @@ def read_listing(response: Any, progress: ListingProgress) -> bytes:
     return b"".join(parts)
 
 
-def log_progress(progress: ListingProgress) -> threading.Thread:
-    """Logs ``progress`` every :data:`LOG_EVERY` s until it is finished (a daemon thread,
-    returned started); a listing done within that time logs nothing."""
+# the listings running now, and the one thread that logs them (while there are any): a
+# proxy that checks thousands of registrations lists thousands of small exchanges
+_RUNNING: dict[ListingProgress, float] = {}  # -> when it was last logged
+_RUNNING_LOCK = threading.Lock()
+_reporter: threading.Thread | None = None
 
-    def run() -> None:
-        while not progress.finished.wait(LOG_EVERY):
+
+def log_progress(progress: ListingProgress) -> None:
+    """Logs ``progress`` every :data:`LOG_EVERY` s until it is finished; a listing done
+    within that time logs nothing."""
+    global _reporter
+    with _RUNNING_LOCK:
+        _RUNNING[progress] = progress.started
+        if _reporter is None:
+            _reporter = threading.Thread(target=_report, name="rtroute-listing-progress",
+                                         daemon=True)
+            _reporter.start()
+
+
+def _report() -> None:
+    global _reporter
+    while True:
+        time.sleep(min(1.0, LOG_EVERY / 2))
+        now = time.monotonic()
+        due = []
+        with _RUNNING_LOCK:
+            for progress, logged in list(_RUNNING.items()):
+                if progress.finished.is_set():
+                    del _RUNNING[progress]
+                elif now - logged >= LOG_EVERY:
+                    _RUNNING[progress] = now
+                    due.append(progress)
+            if not _RUNNING and not due:
+                _reporter = None
+                return
+        for progress in due:
             LOG.info("listing %s", progress.describe())
-
-    thread = threading.Thread(target=run, name="rtroute-listing-progress", daemon=True)
-    thread.start()
-    return thread
