@@ -219,7 +219,7 @@ class BindingWatcher:
             return None
         listing = self.listing
         if listing is None:
-            return f"bindings of {self.exchange!r}: not listed yet ({self.state.value})"
+            return f"bindings of {self.exchange!r}: not listed yet"
         text = listing.describe()
         if listing.phase == "failed" and not self._listing_running:
             text += "; retrying"

@@ -56,8 +56,8 @@ def test_readyz_says_how_far_the_load_is_and_a_publish_waits_for_it(proxies, exc
 
     def loading() -> str | None:
         code, body = readyz(http)
-        return body.get("reason") if code == 503 and "loading" in (body.get("reason") or "") \
-            else None
+        reason = body.get("reason") or ""
+        return reason if code == 503 and ": waiting " in reason else None
 
     reason = wait_for(loading, timeout=20)
     assert reason.startswith(f"loading bindings of '{exchange_name}.bindings': waiting "), reason

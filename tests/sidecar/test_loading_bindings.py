@@ -35,7 +35,8 @@ def test_readyz_is_503_with_the_progress_until_the_bindings_are_listed(sidecars,
         def loading() -> str | None:
             code, body = readyz(sc.port)
             reason = body.get("reason") or ""
-            return reason if code == 503 and reason.startswith("loading") else None
+            # first "not listed yet", until the watcher asks the API
+            return reason if code == 503 and ": waiting " in reason else None
 
         reason = wait_for(loading, timeout=30)
         assert reason.startswith(f"loading bindings of '{name}.bindings': waiting "), reason
