@@ -409,8 +409,8 @@ class VhostCatalog:
         are loading now (a listing in flight, or its bindings being applied); False: the
         listing failed and waits to be retried, or the broker connection is down."""
         name = exchange.name
-        # a dict of the pika thread, read here: one atomic lookup of a watcher that only
-        # grows attributes the loop reads as a snapshot
+        # the pika thread's dict, read here in one atomic lookup; what is read of the watcher
+        # (its listing's counters) is a snapshot, for a status line only
         watcher = self._watchers.get(name)
         listing = None if watcher is None else watcher.listing
         if watcher is None or listing is None:
