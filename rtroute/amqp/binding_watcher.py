@@ -47,10 +47,12 @@ import json
 import logging
 import re
 import threading
+import time
 from typing import Any, Callable, NamedTuple
 
 from rtroute.amqp.event_feed import EVENT_EXCHANGE, EVENT_KEYS, EventFeed
 from rtroute.amqp.management import BindingInfo, ManagementClient, ManagementError, NotFound
+from rtroute.amqp.management_listing import ListingProgress
 
 __all__ = ["Binding", "BindingWatcher", "WatcherState"]
 
@@ -175,6 +177,8 @@ class BindingWatcher:
         self.events_received = 0
         self.listings = 0
         self.last_error: str | None = None
+        # the listing running now, or the last one (how far it is: see progress())
+        self.listing: ListingProgress | None = None
         # listings that disagreed with what the events had shown, and the last one's summary
         self.disagreements = 0
         self.last_disagreement: str | None = None
@@ -200,6 +204,31 @@ class BindingWatcher:
     def ready(self) -> bool:
         """True once a first listing has been applied (stays True across reconnects)."""
         return self._ready
+
+    @property
+    def current(self) -> bool:
+        """True while the watcher sees every change (listed, and its events flowing)."""
+        return self._current
+
+    def progress(self) -> str | None:
+        """While the bindings are not known (the first listing, or a re-listing after the
+        event subscription was lost): one line saying how far the listing is, or why it
+        failed (e.g. ``"bindings of 'x.bindings': 120,000 of ~300,000 read (9 s)"``); None once
+        they are known. Any thread may call it."""
+        if self._ready and self._current:
+            return None
+        listing = self.listing
+        if listing is None:
+            return f"bindings of {self.exchange!r}: not listed yet"
+        text = listing.describe()
+        if listing.phase == "failed" and not self._listing_running:
+            text += "; retrying"
+        return text
+
+    @property
+    def listing_running(self) -> bool:
+        """A listing is in flight (asked, being read or applied)."""
+        return self._listing_running
 
     def start(self, connection: Any) -> None:
         """Start (or, after a reconnect, resume) watching on an open SelectConnection.
@@ -400,13 +429,18 @@ class BindingWatcher:
         self._buffer = []
         ioloop = self._connection.ioloop
         management, exchange, vhost = self._management, self.exchange, self.vhost
+        last = self.listing
+        expected = last.total if last is not None and last.total is not None else \
+            (last.expected if last is not None else None)
+        progress = self.listing = ListingProgress(f"bindings of {exchange!r}", expected)
 
         def work() -> None:
             try:
                 with LISTINGS_AT_ONCE:
+                    progress.started = time.monotonic()  # its turn came
                     # "[]" is also the answer for an exchange that does not exist here
                     management.exchange(exchange, vhost)
-                    rows: Any = management.exchange_bindings(exchange, vhost)
+                    rows: Any = management.exchange_bindings(exchange, vhost, progress)
                 error = None
             except NotFound:
                 rows, error = None, (f"exchange {exchange!r} does not exist in vhost {vhost!r} "
@@ -416,6 +450,8 @@ class BindingWatcher:
                 rows, error = None, str(exc)
             except Exception as exc:  # noqa: BLE001 - the thread must always report back
                 rows, error = None, repr(exc)
+            if error is not None and progress.phase != "failed":
+                progress.finish(error)
             try:
                 ioloop.add_callback_threadsafe(lambda: self._on_listing(generation, rows, error))
             except Exception:  # noqa: BLE001 - the ioloop is gone: nobody to report to
@@ -445,7 +481,12 @@ class BindingWatcher:
             _apply_to_set(entries, event)
         if self._exact and self._events:
             entries = self._reconcile(entries)
-        self._replace_all(entries)
+        listing = self.listing
+        if listing is not None:
+            listing.phase, listing.rows = "applying", 0
+        self._replace_all(entries, listing)
+        if listing is not None:
+            listing.phase = "done"
         self._set_current(True)
         self._exact = self._events
         self._removed_by_events = set()
@@ -523,11 +564,15 @@ class BindingWatcher:
             for entry in list(self._entries):
                 self._remove_entry(entry)
 
-    def _replace_all(self, entries: set[_Entry]) -> None:
+    def _replace_all(self, entries: set[_Entry], listing: ListingProgress | None = None) -> None:
         for entry in self._entries - entries:
             self._remove_entry(entry)
-        for entry in entries - self._entries:
+        for count, entry in enumerate(entries - self._entries, 1):
             self._add_entry(entry)
+            if listing is not None and not count % 1000:
+                listing.rows = count
+        if listing is not None:
+            listing.rows = len(entries)
 
     def _add_entry(self, entry: _Entry) -> None:
         if entry in self._entries:

@@ -21,6 +21,7 @@ import json
 import socket
 import ssl
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
@@ -33,6 +34,13 @@ from rtroute.amqp.broker_identity import (
     BrokerMismatch,
     check_same_broker,
     identity_from_overview,
+)
+from rtroute.amqp.management_listing import (
+    LISTING_TIMEOUT,
+    ListingBudget,
+    ListingProgress,
+    log_progress,
+    read_listing,
 )
 from rtroute.amqp.uri import management_url, mask_uri, parse_uri, split_url
 
@@ -85,7 +93,10 @@ class ManagementClient:
             URLs (one per node of a cluster) fails over: a request that cannot reach the API
             at one is sent to the next, and the client stays with the one that answered.
         username, password: HTTP basic auth.
-        timeout: seconds per request.
+        timeout: seconds per request (but listings).
+        listing_timeout: seconds a listing of bindings first waits for the broker's answer
+            (which it builds whole before sending a byte) and for each read of it; it grows
+            with the listings' work (see :class:`~rtroute.amqp.management_listing.ListingBudget`).
         ssl_context: for an https API: the TLS settings to use (default: the system CAs).
 
     Every method raises :class:`ManagementError` (or :class:`NotFound` for 404) on failure; the
@@ -102,6 +113,7 @@ class ManagementClient:
         password: str = "guest",
         timeout: float = 10.0,
         ssl_context: ssl.SSLContext | None = None,
+        listing_timeout: float = LISTING_TIMEOUT,
     ) -> None:
         urls = [url] if isinstance(url, str) else list(url)
         if not urls:
@@ -119,6 +131,7 @@ class ManagementClient:
         self.username = username
         self._auth = bases[0][1]
         self.timeout = timeout
+        self.listings = ListingBudget(listing_timeout)
         # https with the AMQP URI's TLS settings (a private CA, a client certificate)
         self._opener = _OPENER if ssl_context is None else urllib.request.build_opener(
             _SameOriginRedirects, urllib.request.HTTPSHandler(context=ssl_context))
@@ -131,7 +144,7 @@ class ManagementClient:
     @classmethod
     def from_amqp_uri(
         cls, uri: str | Sequence[str], management_uri: str | Sequence[str] | None = None,
-        timeout: float = 10.0,
+        timeout: float = 10.0, listing_timeout: float = LISTING_TIMEOUT,
     ) -> ManagementClient:
         """A client for the broker of an AMQP URI, with the same credentials.
 
@@ -152,7 +165,8 @@ class ManagementClient:
             urls = list(dict.fromkeys(management_url(one) for one in uris))
         context = parsed.tls.ssl_context() if parsed.tls is not None \
             and urls[0].lower().startswith("https:") else None
-        return cls(urls, parsed.username, parsed.password, timeout, ssl_context=context)
+        return cls(urls, parsed.username, parsed.password, timeout, ssl_context=context,
+                   listing_timeout=listing_timeout)
 
     def __repr__(self) -> str:
         return f"ManagementClient({self.base_url!r}, user={self.username!r})"
@@ -217,13 +231,16 @@ class ManagementClient:
         return self._send(method, path, body, headers)
 
     def _send(self, method: str, path: str, body: Any,
-              headers: dict[str, str] | None, check: bool = True) -> Any:
+              headers: dict[str, str] | None, check: bool = True,
+              listing: ListingProgress | None = None) -> Any:
         """One request, failing over to the next URL while the API cannot be reached (a node
-        that is down); an answer of any kind, even an error status, ends the search."""
+        that is down); an answer of any kind, even an error status, ends the search.
+        ``listing``: a long listing, read with its own growing wait while it tells how far
+        it is."""
         tries = len(self._bases)
         while True:
             try:
-                return self._send_once(method, path, body, headers, check)
+                return self._send_once(method, path, body, headers, check, listing)
             except ManagementError as exc:
                 tries -= 1
                 if exc.status is not None or tries <= 0 or isinstance(exc, WrongBroker):
@@ -238,7 +255,8 @@ class ManagementClient:
             self._verified = False
 
     def _send_once(self, method: str, path: str, body: Any,
-                   headers: dict[str, str] | None, check: bool) -> Any:
+                   headers: dict[str, str] | None, check: bool,
+                   listing: ListingProgress | None = None) -> Any:
         if check and self._expected is not None and not self._verified:
             self.verify_broker()  # a node failed over to is checked before it is believed
         data = None if body is None else json.dumps(body).encode("utf-8")
@@ -249,9 +267,12 @@ class ManagementClient:
         for name, value in (headers or {}).items():
             req.add_header(name, value)
         where = f"{method} {self.base_url}{path}"
+        timeout = self.timeout if listing is None else self.listings.wait(path)
+        started = time.monotonic()
         try:
-            with self._opener.open(req, timeout=self.timeout) as response:
-                payload = response.read()
+            with self._opener.open(req, timeout=timeout) as response:
+                payload = response.read() if listing is None else read_listing(response,
+                                                                               listing)
         except _CrossOriginRedirect as exc:
             raise ManagementError(
                 f"{where}: HTTP {exc.code} redirects to {mask_uri(exc.location)}, another "
@@ -264,8 +285,17 @@ class ManagementClient:
                               path) from None
         except (urllib.error.URLError, socket.timeout, OSError) as exc:
             reason = getattr(exc, "reason", exc)
+            if listing is not None and isinstance(reason, TimeoutError):
+                after = self.listings.timed_out(path)
+                raise ManagementError(
+                    f"{where}: the listing timed out: no answer or no byte of it within "
+                    f"{timeout:g} s ({listing.describe()}; the broker builds a listing whole "
+                    f"before it answers; the next try waits {after:g} s)", None, method,
+                    path) from None
             raise ManagementError(f"{where}: management API unreachable: {reason}", None,
                                   method, path) from None
+        if listing is not None:
+            self.listings.succeeded(path, time.monotonic() - started)
         if not payload:
             return None
         try:
@@ -301,12 +331,27 @@ class ManagementClient:
         query = "?if-unused=true" if if_unused else ""
         self.request("DELETE", f"exchanges/{_q(vhost)}/{_q(name)}{query}")
 
-    def exchange_bindings(self, name: str, vhost: str = "/") -> list[BindingInfo]:
+    def exchange_bindings(self, name: str, vhost: str = "/",
+                          progress: ListingProgress | None = None) -> list[BindingInfo]:
         """The bindings whose source is exchange ``name`` (queues and exchanges bound to it).
 
-        An exchange that does not exist has no bindings (the API answers ``[]``).
+        An exchange that does not exist has no bindings (the API answers ``[]``). The API does
+        not page this listing (RabbitMQ builds it whole, then sends it): it waits as long as
+        :attr:`listings` allows (growing with the work, not :attr:`timeout`), and
+        ``progress`` (made here if not given) says how far it is; a long one logs a line
+        every few seconds. ``progress`` is finished (``"done"`` or ``"failed"``) on return.
         """
-        rows = self.request("GET", f"exchanges/{_q(vhost)}/{_q(name)}/bindings/source")
+        if progress is None:
+            progress = ListingProgress(f"bindings of {name!r}")
+        log_progress(progress)
+        try:
+            rows = self._send("GET", f"exchanges/{_q(vhost)}/{_q(name)}/bindings/source",
+                              None, None, listing=progress) or []
+        except BaseException as exc:
+            progress.finish(str(exc) or repr(exc))
+            raise
+        progress.total = len(rows)
+        progress.finish()
         return [
             BindingInfo(
                 source=row["source"],

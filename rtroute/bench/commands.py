@@ -376,6 +376,42 @@ def bench_proxy_isolation(uri: str, management_uri: str | None, seconds: float, 
           json_rows(figures), uri=uri)
 
 
+@bench.command("scale")
+@uri_option
+@management_option
+@click.option("--bindings", "sizes", default="1000,10000,100000", show_default=True,
+              metavar="N,N,...", help="Bindings of the x-rtopic exchange, one run per N.")
+@click.option("--queues", default=100, show_default=True, type=click.IntRange(1, 10_000),
+              help="Queues the bindings are spread over.")
+@click.option("--timeout", default=120.0, show_default=True, type=click.FloatRange(1, 3600),
+              help="Seconds a process may take to route its first publish ('never' after).")
+@json_option
+def bench_scale(uri: str, management_uri: str | None, sizes: str, queues: int, timeout: float,
+                json_path: str | None) -> None:
+    """Start to first routed publish and RSS of `rtroute proxy` and of the sidecar over an
+    x-rtopic exchange of N bindings (made with one definitions import in the vhost of --uri:
+    use one other than '/'), and when /readyz first said 200.
+
+    \b
+    Example:
+      rtroute bench scale --uri amqp://guest:guest@127.0.0.1:5674/scale \\
+          --management-uri http://127.0.0.1:15674/ --bindings 1000,10000,100000
+    """
+    from rtroute.bench.scale import json_rows, run
+
+    try:
+        counts = [int(part) for part in sizes.split(",") if part.strip()]
+    except ValueError:
+        raise click.BadParameter(f"expected N,N,... (whole numbers), got {sizes!r}",
+                                 param_hint="--bindings") from None
+    if not counts or min(counts) < 1:
+        raise click.BadParameter(f"expected N,N,... of at least 1, got {sizes!r}",
+                                 param_hint="--bindings")
+    rows = run(uri, management_uri, counts, queues=queues, timeout=timeout, echo=click.echo)
+    _save(json_path, "scale", {"bindings": counts, "queues": queues, "timeout": timeout},
+          json_rows(rows), uri=uri)
+
+
 @bench.command("load")
 @routing_options()
 @load_options(count_default=10_000)

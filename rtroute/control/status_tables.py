@@ -75,6 +75,8 @@ def format_status(status: dict[str, Any]) -> str:
 
 
 def _sidecar(status: dict[str, Any], health: str) -> str:
+    if not status["healthy"] and status.get("reason"):  # e.g. bindings still loading
+        health += f": {status['reason']}"
     where = status.get("connected_to") or status.get("broker") or "?"
     out = [(f"{SIDECAR}: {health}; connection {status.get('connection', '?')} to {where} "
             f"(connects {status.get('connects', 0)}, internal errors "

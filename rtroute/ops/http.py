@@ -113,6 +113,8 @@ def merge_status(*statuses: dict) -> dict:
                 merged["healthy"] = merged["healthy"] and bool(value)
             elif key == "metrics":
                 merged["metrics"].update(value)
+            elif key == "reason":  # why not healthy: the first component that says
+                merged["reason"] = merged.get("reason") or value
             else:
                 merged.setdefault(key, value)
     return merged
@@ -613,4 +615,7 @@ class OpsServer:
             return 200, prometheus_text(status, process=True).encode(), \
                 "text/plain; version=0.0.4; charset=utf-8"
         ready = bool(status.get("healthy", True))
-        return 200 if ready else 503, json.dumps({"healthy": ready}).encode(), JSON
+        answer: dict[str, Any] = {"healthy": ready}
+        if not ready and status.get("reason"):  # e.g. how far the bindings' listing is
+            answer["reason"] = status["reason"]
+        return 200 if ready else 503, json.dumps(answer, default=str).encode(), JSON

@@ -40,6 +40,7 @@ from rtroute.amqp.event_feed import EventFeed, RelayedFeed
 from rtroute.amqp.field_table import encode_table
 from rtroute.amqp.management import ManagementClient, NotFound, WrongBroker
 from rtroute.amqp.uri import mask_uri, parse_uri
+from rtroute.proxy.loop_queue import LoopQueue
 from rtroute.proxy.registration import layout_errors
 from rtroute.proxy.rtopic_exchange import RTopic
 from rtroute.proxy.sync import SYNC_EXCHANGE, ProxySync
@@ -91,6 +92,7 @@ class VhostCatalog:
                  events_of: VhostCatalog | None = None) -> None:
         self.vhost = vhost
         self._loop = loop
+        self._queue = LoopQueue(loop)  # what the pika thread hands the loop, in order
         self._management = management
         self._masked_uri = mask_uri(uri)
         self._on_wrong_broker = on_wrong_broker
@@ -402,6 +404,26 @@ class VhostCatalog:
             exchange.forget_rewrites()  # a cached rewrite is taken before the ready check
             exchange.ready.clear()
 
+    def progress(self, exchange: RTopic) -> tuple[str, bool]:
+        """How far the bindings of ``exchange`` (not ready) are: one line, and whether they
+        are loading now (a listing in flight, or its bindings being applied); False: the
+        listing failed and waits to be retried, or the broker connection is down."""
+        name = exchange.name
+        # the pika thread's dict, read here in one atomic lookup; what is read of the watcher
+        # (its listing's counters) is a snapshot, for a status line only
+        watcher = self._watchers.get(name)
+        listing = None if watcher is None else watcher.listing
+        if watcher is None or listing is None:
+            why = f": {self.disconnected}" if self.disconnected else ""
+            return f"the bindings of {name!r} are not listed yet{why}", \
+                self.disconnected is None
+        text = watcher.progress()
+        if text is None or listing.phase in ("applying", "done"):
+            total = "" if listing.total is None else f" of {listing.total:,}"
+            return (f"bindings of {name + BINDINGS_SUFFIX!r}: "
+                    f"{exchange.router.binding_count():,}{total} applied"), True
+        return text, watcher.listing_running
+
     def _set_ready(self, name: str) -> None:
         exchange = self.exchanges.get(name.encode("utf-8"))
         if exchange is not None:
@@ -410,10 +432,7 @@ class VhostCatalog:
     # -- pika thread ------------------------------------------------------------------------------
 
     def _to_loop(self, callback: Callable[..., Any], *args: Any) -> None:
-        try:
-            self._loop.call_soon_threadsafe(callback, *args)
-        except RuntimeError:
-            pass  # the loop is closed: the proxy is stopping
+        self._queue.put(callback, *args)  # in order, in turns (a listing's 300,000 bindings)
 
     def _registered(self, binding: Binding, added: bool) -> None:
         name = binding.binding_key

@@ -8,9 +8,10 @@ only that thread reads them. A request hops into the loop and waits at most
 :data:`LOOP_TIMEOUT` seconds for its answer.
 
 ``/readyz`` is 200 when the AMQP listeners are open and the catalog of the proxy's own vhost
-(the ``--uri``'s) knows the x-rtopic exchanges and has its broker connection (without it,
-changes made in the broker are not followed); else 503 with ``{"healthy": false, "reason":
-...}``. ``/livez`` is 200 while the process serves HTTP (restart a hung process, never one that
+(the ``--uri``'s) knows the x-rtopic exchanges and the bindings of each, and has its broker
+connection (without it, changes made in the broker are not followed); else 503 with
+``{"healthy": false, "reason": ...}``, e.g. while bindings load ``"loading bindings of
+'logs.bindings': 120,000 of ~300,000 read (9 s)"``. ``/livez`` is 200 while the process serves HTTP (restart a hung process, never one that
 waits for its broker).
 
 Metrics (the sidecar's naming, ``rtroute_...``):
@@ -144,7 +145,14 @@ def _readiness(server: ProxyServer, listening: bool) -> str | None:
             text = (f"the catalog of vhost {vhost!r} does not follow the other proxies' "
                     "changes (its rtroute.rtopic.sync queue is gone)")
         else:
-            return None
+            loading = [x for x in catalog.exchanges.values() if not x.ready.is_set()]
+            if not loading:
+                return None
+            # publishes to these wait: not ready until every x-rtopic exchange is loaded
+            first = min(loading, key=lambda x: x.name)
+            progress, _ = catalog.progress(first)
+            more = f" (and {len(loading) - 1} more exchanges)" if len(loading) > 1 else ""
+            text = f"loading {progress}{more}"
     else:
         reason = catalog.failure or catalog.last_error
         text = f"the catalog of vhost {vhost!r} is not ready" + (f": {reason}" if reason else "")

@@ -101,8 +101,16 @@ REFUSAL_TIMEOUT = 10.0
 # seconds of routing one client's pump does before it lets the loop serve the others
 PUMP_TURN = 0.005
 # seconds a client waits for the proxy to know the x-rtopic exchanges of its vhost (or the
-# bindings of one exchange) before it is told why not, instead of waiting forever
+# bindings of one exchange that are not loading) before it is told why not, instead of waiting
+# forever
 READY_TIMEOUT = 15.0
+# seconds at most a client waits for the bindings of one exchange while they load (a listing in
+# flight, or being applied): RabbitMQ's default heartbeat timeout. Nothing of the client is read
+# meanwhile, its heartbeats neither: held longer, the broker could drop it for missed heartbeats
+# (with no reason given); a shorter heartbeat the client negotiated lowers it (to READY_TIMEOUT
+# at least, the wait before this one). Measured: 300,000 bindings routed 38 s after the proxy's
+# start on a busy 2-core machine (docs/performance.md, rtroute bench scale).
+LOAD_TIMEOUT = 60.0
 
 
 class _Expected:
@@ -166,6 +174,7 @@ class Session:
         self._held = False
         self._closed = False
         self.frame_max = DEFAULT_FRAME_MAX
+        self._heartbeat = 0  # seconds, as the client's tune-ok negotiated (0: none)
         self.rewritten = 0  # publishes sent to a NAME.bindings
         self._expected: dict[int, collections.deque[_Expected]] = {}
         # channel -> (exchange, its basic.publish frame) of a publish held for its header
@@ -489,6 +498,7 @@ class Session:
         if method == wire.CONNECTION_TUNE_OK:
             self._tuned = True
             self.frame_max = _U32(payload, 6)[0] or DEFAULT_FRAME_MAX
+            self._heartbeat = _U16(payload, 10)[0]  # bounds a wait for bindings (LOAD_TIMEOUT)
         elif method == wire.CHANNEL_OPEN:
             pending = self._closed_by_broker.get(channel)
             if pending is not None and not pending.is_set():
@@ -520,13 +530,30 @@ class Session:
                             f"exchanges of vhost '{vhost}': {error}", "catalog")
 
     async def _exchange_ready(self, exchange: RTopic) -> None:
-        """Until the bindings of ``exchange`` are listed, or the client is told why not."""
-        try:
-            await asyncio.wait_for(exchange.ready.wait(), READY_TIMEOUT)
-        except asyncio.TimeoutError:
-            self._fail(541, f"INTERNAL_ERROR - rtroute proxy: the bindings of x-rtopic exchange "
-                            f"'{exchange.name}' are not known after {READY_TIMEOUT:g} s",
-                       "catalog")
+        """Until the bindings of ``exchange`` are known, or the client is told why not: it
+        waits while they load (a listing in flight or being applied), up to
+        :data:`LOAD_TIMEOUT` s; while they do not (the listing failed, the broker connection
+        is down), up to :data:`READY_TIMEOUT` s."""
+        catalog = self.catalog
+        limit = LOAD_TIMEOUT if not self._heartbeat else \
+            max(READY_TIMEOUT, min(LOAD_TIMEOUT, self._heartbeat))
+        started = perf_counter()
+        while not exchange.ready.is_set():
+            try:
+                await asyncio.wait_for(exchange.ready.wait(), 1.0)
+                return
+            except asyncio.TimeoutError:
+                pass
+            waited = perf_counter() - started
+            if catalog is None or self._closed:
+                return
+            progress, loading = catalog.progress(exchange)
+            if waited >= (limit if loading else READY_TIMEOUT):
+                self._fail(541, f"INTERNAL_ERROR - rtroute proxy: the bindings of x-rtopic "
+                                f"exchange '{exchange.name}' are not known after {waited:.0f} s"
+                                f" ({'still loading' if loading else 'not loading'}: "
+                                f"{progress})", "catalog")
+                return
 
     def _expect(self, channel: int, *expected: _Expected) -> None:
         self._expected.setdefault(channel, collections.deque()).extend(expected)

@@ -92,6 +92,8 @@ class ManagedExchange:
             "since": utc_timestamp(self.since),
             # broker-routed kinds: RabbitMQ holds the bindings, the sidecar does not track them
             "bindings_known": None if self.broker_routed else self.router.binding_count(),
+            # while they load (or are listed again): how far, or why the listing failed
+            "bindings_loading": None if self.watcher is None else self.watcher.progress(),
             # re-listings that disagreed with the event stream (see BindingWatcher._reconcile)
             "bindings_disagreements": 0 if self.watcher is None else self.watcher.disagreements,
             "last_bindings_disagreement": None if self.watcher is None

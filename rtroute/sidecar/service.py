@@ -253,12 +253,19 @@ class Sidecar:
         diverts = self._divert_admin.diverts_status()
         healthy = self._connection.state not in ("stopped",) and window is not None \
             and not window.closed
+        reason = None if healthy else f"broker connection {self._connection.state}" + (
+            f": {self.last_error}" if self.last_error else "")
+        # never ready while an exchange's bindings load: its ingress is not consumed yet
+        loading = [text for text in (ex.watcher.progress() for ex in self.exchanges.values()
+                                     if ex.watcher is not None) if text is not None]
+        if healthy and loading:
+            healthy, reason = False, "loading " + "; ".join(loading)
         metrics = sidecar_metrics(
             self._vhost, exchanges,
             [(ex.spec.name, ex.latency.sample()) for ex in self.exchanges.values()],
             diverts, in_flight, self.connects, self.internal_errors)
         store = self._divert_admin.store
-        return {"healthy": bool(healthy), "broker": self.masked_uri,
+        return {"healthy": bool(healthy), "reason": reason, "broker": self.masked_uri,
                 "connected_to": self._connection.current_uri,
                 "connection": self._connection.state, "connects": self.connects,
                 "replica_id": self._shards.replica_id,

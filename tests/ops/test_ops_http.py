@@ -17,7 +17,7 @@ import urllib.request
 
 import pytest
 
-from rtroute.ops.http import ListenError, OpsServer, prometheus_text
+from rtroute.ops.http import ListenError, OpsServer, merge_status, prometheus_text
 from rtroute.ops.netaddr import is_loopback, split_listen
 
 TOKEN = "s3cret"
@@ -136,6 +136,15 @@ def test_livez_answers_while_readyz_follows_the_health_of_the_status(serve):
     assert get(server, "/livez") == (200, '{"alive": true}')
     assert get(server, "/readyz") == (503, '{"healthy": false}')
     assert get(server, "/healthz") == (503, '{"healthy": false}')
+
+
+def test_readyz_says_why_not_when_the_status_does(serve):
+    reason = "loading bindings of 'logs.bindings': 120,000 of ~300,000 read (9 s)"
+    server = serve(status=lambda: {"healthy": False, "reason": reason, "metrics": {}})
+    code, body = get(server, "/readyz")
+    assert (code, json.loads(body)) == (503, {"healthy": False, "reason": reason})
+    merged = merge_status({"healthy": True, "reason": None}, {"healthy": False, "reason": "x"})
+    assert (merged["healthy"], merged["reason"]) == (False, "x")
 
 
 def test_extra_routes_receive_path_and_body(server, handler):

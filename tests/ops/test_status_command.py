@@ -327,6 +327,13 @@ def test_a_sidecar_with_shovels_beside_it_shows_both_and_empty_cells_as_dashes()
     assert lines[-2:] == ["Shovels (0)", "no shovels"]
 
 
+def test_a_sidecar_not_ready_says_why_on_its_first_line():
+    reason = "loading bindings of 'logs.bindings': 120,000 of ~300,000 read (9 s)"
+    text = format_status({"healthy": False, "reason": reason, "connection": "connected",
+                          "broker": "amqp://b", "exchanges": [], "diverts": []})
+    assert text.splitlines()[0].startswith(f"rtroute run: NOT healthy: {reason}; connection ")
+
+
 def test_format_status_refuses_what_is_not_an_rtroute_status():
     with pytest.raises(ValueError, match="not the /status"):
         format_status({"healthy": True})

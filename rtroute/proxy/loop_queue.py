@@ -1,0 +1,64 @@
+"""Hands callbacks from another thread to an asyncio loop, in order and in turns.
+
+The proxy's catalog hears of each binding in its pika thread and applies it in the asyncio
+loop. One ``call_soon_threadsafe`` per binding would queue 300,000 callbacks at once for a
+listing of 300,000 bindings: the loop would run them all before anything else, its clients and
+``/readyz`` (which then times out instead of saying how far the load is) waiting meanwhile.
+:class:`LoopQueue` wakes the loop once, then runs the queued callbacks in turns of at most
+:data:`TURN` seconds, letting the loop serve the rest between turns; the order is kept.
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import threading
+import time
+from typing import Any, Callable
+
+__all__ = ["TURN", "LoopQueue"]
+
+LOG = logging.getLogger(__name__)
+TURN = 0.01  # seconds of queued callbacks the loop runs before it serves anything else
+
+
+class LoopQueue:
+    """Callbacks for ``loop``, put from any thread (:meth:`put`), run in the loop in order."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._queued: collections.deque[tuple[Callable[..., Any], tuple]] = \
+            collections.deque()
+        self._lock = threading.Lock()
+        self._scheduled = False  # a drain is scheduled or running
+
+    def put(self, callback: Callable[..., Any], *args: Any) -> None:
+        """Runs ``callback(*args)`` in the loop after everything put before it (nothing if
+        the loop is closed: the proxy is stopping)."""
+        with self._lock:
+            self._queued.append((callback, args))
+            if self._scheduled:
+                return
+            self._scheduled = True
+        try:
+            self._loop.call_soon_threadsafe(self._drain)
+        except RuntimeError:
+            pass  # the loop is closed
+
+    def _drain(self) -> None:
+        deadline = time.monotonic() + TURN
+        queued = self._queued
+        while True:
+            with self._lock:
+                if not queued:
+                    self._scheduled = False
+                    return
+                batch = [queued.popleft() for _ in range(min(len(queued), 256))]
+            for callback, args in batch:
+                try:
+                    callback(*args)
+                except Exception:
+                    LOG.exception("callback %r failed", callback)
+            if time.monotonic() >= deadline:
+                self._loop.call_soon(self._drain)  # the others' turn, then the rest
+                return

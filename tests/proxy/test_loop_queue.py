@@ -1,0 +1,68 @@
+"""LoopQueue: callbacks handed from another thread run in the loop in their order, in turns
+that let the loop serve the rest between them (a listing of 300,000 bindings must not hold
+every client and /readyz until it is applied)."""
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from rtroute.proxy import loop_queue
+from rtroute.proxy.loop_queue import LoopQueue
+
+
+def test_callbacks_from_a_thread_run_in_order_and_the_loop_serves_others_between_turns(
+        monkeypatch):
+    monkeypatch.setattr(loop_queue, "TURN", 0.001)
+    ran: list[int] = []
+    others: list[int] = []  # how many queued callbacks had run when the loop served another
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        queue = LoopQueue(loop)
+        done = asyncio.Event()
+
+        def slow(i: int) -> None:
+            ran.append(i)
+            sum(range(2000))  # some work, as applying a binding is
+
+        def put_all() -> None:
+            for i in range(20_000):
+                queue.put(slow, i)
+            queue.put(done.set)
+
+        def other() -> None:
+            others.append(len(ran))
+            if not done.is_set():
+                loop.call_soon(other)
+
+        threading.Thread(target=put_all).start()
+        loop.call_soon(other)
+        await asyncio.wait_for(done.wait(), 60)
+
+    asyncio.run(main())
+    assert ran == list(range(20_000))
+    # the loop's other work ran while the queue was being drained, not only before and after
+    assert any(0 < n < 20_000 for n in others), others[:5]
+
+
+def test_a_failing_callback_is_logged_and_the_next_ones_run(caplog):
+    ran: list[str] = []
+
+    async def main() -> None:
+        queue = LoopQueue(asyncio.get_running_loop())
+        done = asyncio.Event()
+        queue.put(lambda: 1 / 0)
+        queue.put(ran.append, "after")
+        queue.put(done.set)
+        await asyncio.wait_for(done.wait(), 5)
+
+    asyncio.run(main())
+    assert ran == ["after"]
+    assert any("failed" in r.getMessage() for r in caplog.records)
+
+
+def test_nothing_is_run_once_the_loop_is_closed():
+    loop = asyncio.new_event_loop()
+    queue = LoopQueue(loop)
+    loop.close()
+    queue.put(lambda: None)  # no error: the proxy is stopping
