@@ -6,7 +6,7 @@ import json
 import signal
 import subprocess
 import sys
-import time
+import threading
 
 import pytest
 
@@ -17,14 +17,30 @@ from ..conftest import BROKER_URI
 pytestmark = pytest.mark.broker
 
 
-def _run_for(seconds: float, *args: str) -> str:
+def _run_until(expected: str, *args: str, timeout: float = 60.0) -> str:
+    """What ``rtroute run ARGS`` printed until a line holding ``expected`` (or ``timeout``
+    seconds, or its end), then SIGTERM: a process that starts slowly on a busy machine is
+    waited for, not cut short."""
     proc = subprocess.Popen([sys.executable, "-m", "rtroute.cli", "run", "--rtopic",
                              "rtroute-test.quiet", "--http", "127.0.0.1:0", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    time.sleep(seconds)
+    lines: list[str] = []
+    seen = threading.Event()
+
+    def read() -> None:
+        for line in proc.stdout:  # type: ignore[union-attr]
+            lines.append(line)
+            if expected in line:
+                seen.set()
+        seen.set()  # its end
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    seen.wait(timeout)
     proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=20)
-    return out
+    proc.wait(20)
+    reader.join(20)
+    return "".join(lines)
 
 
 def _with_password(password: str) -> str:
@@ -33,7 +49,7 @@ def _with_password(password: str) -> str:
 
 
 def test_a_wrong_password_is_one_clear_masked_line_per_attempt(broker_uri):
-    out = _run_for(3, "--uri", _with_password("Hunter2-wrong"))
+    out = _run_until("connection lost or failed", "--uri", _with_password("Hunter2-wrong"))
     lines = out.strip().splitlines()
     failures = [line for line in lines if "connection lost or failed" in line]
     assert failures and all("refused the login" in line and "trying again in" in line
@@ -44,7 +60,8 @@ def test_a_wrong_password_is_one_clear_masked_line_per_attempt(broker_uri):
 
 
 def test_json_log_lines_parse(broker_uri):
-    out = _run_for(2, "--uri", _with_password("wrong"), "--log-format", "json")
+    out = _run_until("refused the login", "--uri", _with_password("wrong"), "--log-format",
+                     "json")
     entries = [json.loads(line) for line in out.strip().splitlines()]
     assert {"ts", "level", "logger", "message"} <= set(entries[0])
     assert any(e["level"] == "WARNING" and "refused the login" in e["message"] for e in entries)
