@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "amqp_frames.h"
+#include "test_buffer.h"
 #include "test_support.h"
 
 #define RUN(name)                                                                              \
@@ -23,36 +24,6 @@ static unsigned tests_run;
 static int quick;
 
 /* ------------------------------------------------------------------------ frame builder */
-
-typedef struct {
-    uint8_t data[1 << 16];
-    size_t len;
-} buffer;
-
-static void put(buffer *b, const void *p, size_t n)
-{
-    CHECK(b->len + n <= sizeof b->data);
-    memcpy(b->data + b->len, p, n);
-    b->len += n;
-}
-
-static void put_u8(buffer *b, unsigned v)
-{
-    uint8_t x = (uint8_t)v;
-    put(b, &x, 1);
-}
-
-static void put_u16(buffer *b, unsigned v)
-{
-    put_u8(b, v >> 8);
-    put_u8(b, v);
-}
-
-static void put_u32(buffer *b, uint32_t v)
-{
-    put_u16(b, v >> 16);
-    put_u16(b, v & 0xFFFF);
-}
 
 /* A frame of `type` on `channel` with `payload` (n bytes), ending with `end`. */
 static size_t frame(buffer *b, unsigned type, unsigned channel, const void *payload, size_t n,

@@ -3,42 +3,13 @@
  * bounds (run under valgrind and the sanitizers too). The Python differential tests
  * (tests/proxy/test_header_rewrite.py) check the answers against the general path. */
 #include "amqp_headers.h"
+#include "test_buffer.h"
 #include "test_support.h"
 
 #include <string.h>
 
 static unsigned tests_run;
 static int quick;
-
-typedef struct {
-    uint8_t data[8192];
-    size_t len;
-} buffer;
-
-static void put(buffer *b, const void *p, size_t n)
-{
-    CHECK(b->len + n <= sizeof b->data);
-    memcpy(b->data + b->len, p, n);
-    b->len += n;
-}
-
-static void put_u8(buffer *b, unsigned v)
-{
-    uint8_t c = (uint8_t)v;
-    put(b, &c, 1);
-}
-
-static void put_u16(buffer *b, unsigned v)
-{
-    put_u8(b, v >> 8);
-    put_u8(b, v & 0xFF);
-}
-
-static void put_u32(buffer *b, uint32_t v)
-{
-    put_u16(b, v >> 16);
-    put_u16(b, v & 0xFFFF);
-}
 
 static void put_short(buffer *b, const char *s)
 {
