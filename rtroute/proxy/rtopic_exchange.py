@@ -51,6 +51,13 @@ class RTopic:
             entry = self.bcc_entries[keys] = bcc_entry(keys)
         return entry
 
+    def keep_plan(self, plan_key: tuple, plan: Any) -> None:
+        """Caches ``plan`` (a ``BCC`` tuple or a decision) under ``plan_key`` until a binding
+        change (at most 4,096 entries: then it starts over)."""
+        if len(self.planned) >= 4096:
+            self.planned.clear()
+        self.planned[plan_key] = plan
+
     def forget_rewrites(self) -> None:
         """The binding table changed (or may have): no rewrite or plan made before holds."""
         self.rewritten.clear()

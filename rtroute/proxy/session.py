@@ -702,9 +702,7 @@ class Session:
             plan = router.plan_bcc(key, cc, bcc, read.table_size)
             if plan is None:
                 plan = router.decide_keys(key, cc, bcc, read.table_size)
-            if len(exchange.planned) >= 4096:
-                exchange.planned.clear()
-            exchange.planned[plan_key] = plan
+            exchange.keep_plan(plan_key, plan)
         bcc = plan if type(plan) is tuple else None
         if bcc is not None or plan.error is None:
             if bcc is None:
@@ -748,9 +746,7 @@ class Session:
         if decision is None and key is not None:
             decision = router.decide(key, headers)
             if plan_key is not None:
-                if len(exchange.planned) >= 4096:
-                    exchange.planned.clear()
-                exchange.planned[plan_key] = decision
+                exchange.keep_plan(plan_key, decision)
         if decision is None or decision.error is not None:
             # as published (a CC or BCC that is no array: the broker closes the channel as it
             # would with the plugin)

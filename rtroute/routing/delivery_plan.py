@@ -53,10 +53,10 @@ reached on its own:
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["BCC_ENTRY_COST", "BCC_FIXED_COST", "Destination", "Publish", "bcc_cost",
+__all__ = ["BCC_ENTRY_COST", "BCC_FIXED_COST", "Destination", "Publish", "bcc_cost", "bcc_fits",
            "bindings_exchange_type", "plan_delivery"]
 
 # AMQP field-table cost of BCC: name (1 + 3), type (1), array length (4); per entry type (1),
@@ -92,6 +92,12 @@ class Publish:
 def bcc_cost(keys: Iterable[str]) -> int:
     """Encoded size in bytes of a ``BCC`` header holding ``keys``."""
     return BCC_FIXED_COST + sum(BCC_ENTRY_COST + len(k.encode("utf-8")) for k in keys)
+
+
+def bcc_fits(keys: Sequence[str], budget: int) -> bool:
+    """A ``BCC`` header holding ``keys`` fits in ``budget`` bytes (the cheap bound first)."""
+    return len(keys) * (BCC_ENTRY_COST + 255) + BCC_FIXED_COST <= budget or \
+        bcc_cost(keys) <= budget
 
 
 def plan_delivery(
@@ -130,8 +136,7 @@ def plan_delivery(
         # RabbitMQ routes the routing key and CC on every publish: an exact-key publish needs
         # no BCC (which costs the broker a header rewrite and a trie walk per entry)
         return [Publish(bindings_exchange, routing_key, ())]
-    if len(keys) * (BCC_ENTRY_COST + 255) + BCC_FIXED_COST <= budget or \
-            bcc_cost(keys) <= budget:
+    if bcc_fits(keys, budget):
         return [Publish(bindings_exchange, routing_key, tuple(keys))]
 
     reach = {k: frozenset(destinations_of(k)) for k in keys}

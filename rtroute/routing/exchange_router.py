@@ -21,14 +21,7 @@ from typing import Any, NamedTuple
 from rtroute.core import MAX_BINDING_BYTES, MAX_QUERY_BYTES, ForwardMatcher, RTopicTable
 from rtroute.core.keys import decode_key
 from rtroute.routing import PreconditionFailed, extra_routing_keys
-from rtroute.routing.delivery_plan import (
-    BCC_ENTRY_COST,
-    BCC_FIXED_COST,
-    Destination,
-    Publish,
-    bcc_cost,
-    plan_delivery,
-)
+from rtroute.routing.delivery_plan import Destination, Publish, bcc_fits, plan_delivery
 
 __all__ = ["DEFAULT_BCC_ALIAS", "DEFAULT_FRAME_MAX", "ERROR_HEADER", "FRAME_OVERHEAD",
            "BrokerRoutedRouter", "Decision", "ExchangeRouter", "field_table_size"]
@@ -222,15 +215,13 @@ class ExchangeRouter:
         the decision: the proxy's common path. None when that decision is something else (an
         entry too long, a plan that takes several publishes or another routing key, a topic
         ``NAME.bindings`` holding wildcard keys): ask :meth:`decide_keys` then."""
-        if self.by_matched_key or (self.bindings_type == "topic" and len(self._wildcards)):
+        if self.by_matched_key or self._legacy():
             return None
         if len(routing_key) > MAX_BINDING_BYTES or any(len(k) > MAX_QUERY_BYTES
                                                        for k in (*cc, *bcc)):
             return None
         chosen = self._table.plan((routing_key, *cc, *bcc), 1 + len(cc), False)[0]
-        budget = self.frame_max - FRAME_OVERHEAD - headers_size
-        if len(chosen) * (BCC_ENTRY_COST + 255) + BCC_FIXED_COST > budget and \
-                bcc_cost(chosen) > budget:
+        if not bcc_fits(chosen, self.frame_max - FRAME_OVERHEAD - headers_size):
             return None
         return tuple(chosen)
 
@@ -320,10 +311,15 @@ class ExchangeRouter:
         published with its one matched key (``by_matched_key``), and a topic
         ``NAME.bindings`` holding keys with ``*``/``#`` words, which RabbitMQ treats as
         wildcards (the planner's index knows exact keys only)."""
-        legacy = self.bindings_type == "topic" and len(self._wildcards) > 0
+        legacy = self._legacy()
         chosen, matched, _, _ = self._table.plan(queries, n_literal,
                                                  self.by_matched_key or legacy)
         return _Plan(queries, chosen, matched, legacy)
+
+    def _legacy(self) -> bool:
+        """A topic ``NAME.bindings`` holding keys with ``*``/``#`` words: RabbitMQ treats them
+        as wildcards, which the planner's index (exact keys) does not know."""
+        return self.bindings_type == "topic" and len(self._wildcards) > 0
 
     def _decision(self, routing_key: str, headers: dict, cc: list[str], plan: _Plan,
                   headers_size: int = 0) -> Decision:
@@ -335,8 +331,7 @@ class ExchangeRouter:
         budget = self.frame_max - FRAME_OVERHEAD - headers_size
         listed = isinstance(matched, list)
         chosen = plan.chosen
-        if plan.legacy or (len(chosen) * (BCC_ENTRY_COST + 255) + BCC_FIXED_COST > budget and
-                           bcc_cost(chosen) > budget):
+        if plan.legacy or not bcc_fits(chosen, budget):
             # more destinations than one frame's BCC holds: the cover planner splits them
             keys = matched if listed else self._table.match_union(plan.queries)
             publishes = plan_delivery(self.bindings_exchange, routing_key, cc, keys,
