@@ -45,14 +45,17 @@ def _key(i: int) -> str:
     return f"k{i}.a{i % 7}.b{i % 13}.c"
 
 
-def _start(uri: str, management_uri: str | None) -> tuple[subprocess.Popen, int, int]:
+def _start(uri: str, management_uri: str | None, in_flight: int | None = None
+           ) -> tuple[subprocess.Popen, int, int]:
     port, http = free_port(), free_port()
     env = dict(os.environ, RTROUTE_URI=uri)
     if management_uri:
         env["RTROUTE_MANAGEMENT_URI"] = management_uri
     proc = subprocess.Popen([sys.executable, "-m", "rtroute.cli", "proxy", "--listen",
                              f"127.0.0.1:{port}", "--http", f"127.0.0.1:{http}",
-                             "--log-level", "WARNING"], env=env)
+                             "--log-level", "WARNING",
+                             *(["--client-in-flight", str(in_flight)] if in_flight else [])],
+                            env=env)
     deadline = time.monotonic() + 60
     while True:
         try:
@@ -144,11 +147,11 @@ def _confirm_rate(uri: str, name: str, seconds: float) -> float:
 
 def run(uri: str, management_uri: str | None, seconds: float = 3.0,
         echo: Callable[[str], Any] = print, bindings: int = BINDINGS,
-        queues: int = QUEUES) -> dict[str, float]:
+        queues: int = QUEUES, in_flight: int | None = None) -> dict[str, float]:
     name = f"rtroute-bench-isolation-{uuid.uuid4().hex[:6]}"
     direct = pika.BlockingConnection(pika.URLParameters(uri))
     ch = direct.channel()
-    proc, port, http = _start(uri, management_uri)
+    proc, port, http = _start(uri, management_uri, in_flight)
     through = proxy_uri(uri, port)
     try:
         # NAME in the proxy's layout, also where the broker runs the x-rtopic plugin

@@ -7,6 +7,7 @@ import click
 
 from rtroute.config.constants import DEFAULT_URI
 from rtroute.ops.logsetup import log_options
+from rtroute.proxy.confirm_meter import DEFAULT_BUDGET
 from rtroute.proxy.server import ProxySettings
 
 
@@ -27,6 +28,13 @@ from rtroute.proxy.server import ProxySettings
               help="TLS clients must present a certificate signed by --cacertfile.")
 @click.option("--reuse-port", is_flag=True, default=None,
               help="SO_REUSEPORT: several proxy processes share the listen ports.")
+@click.option("--client-in-flight", "client_in_flight", default=None, type=click.IntRange(1),
+              metavar="KEYS",
+              help="Routing keys (a publish's key and its BCC entries) one client's "
+                   "unconfirmed publishes to x-rtopic exchanges may hold at the broker; the "
+                   "proxy reads no more of that client meanwhile, so one client cannot queue "
+                   "seconds of broker work ahead of the others ([proxy] client_in_flight). "
+                   f"[default: {DEFAULT_BUDGET}]")
 @click.option("-c", "--config", "config_path", default=None,
               type=click.Path(exists=True, dir_okay=False),
               help="rtroute.toml: its [proxy] table (options given here win).")
@@ -44,7 +52,7 @@ from rtroute.proxy.server import ProxySettings
 def proxy(listen: tuple[str, ...], listen_tls: tuple[str, ...], uri: str | None,
           management_uri: str | None, certfile: str | None, keyfile: str | None,
           cacertfile: str | None, verify_peer: bool | None, reuse_port: bool | None,
-          config_path: str | None, http_listen: str | None, cli_token: str | None,
+          client_in_flight: int | None, config_path: str | None, http_listen: str | None, cli_token: str | None,
           token_file: str | None, log_level: str, log_format: str) -> None:
     """An AMQP 0-9-1 proxy: x-rtopic exchanges as the plugin has them, for any client.
 
@@ -77,7 +85,7 @@ def proxy(listen: tuple[str, ...], listen_tls: tuple[str, ...], uri: str | None,
     given = {"listen": list(listen), "listen_tls": list(listen_tls), "uri": uri,
              "management_uri": management_uri, "certfile": certfile, "keyfile": keyfile,
              "cacertfile": cacertfile, "verify_peer": verify_peer, "reuse_port": reuse_port,
-             "http": http_listen, "http_token": cli_token}
+             "client_in_flight": client_in_flight, "http": http_listen, "http_token": cli_token}
     for key, value in given.items():
         if value:
             setattr(settings, key, value)

@@ -28,6 +28,7 @@ from rtroute.config.lines import (
     token_in_environment,
 )
 from rtroute.ops.netaddr import is_loopback, split_hostport, split_listen
+from rtroute.proxy.confirm_meter import DEFAULT_BUDGET
 from rtroute.proxy.server import ProxySettings
 
 __all__ = ["load_proxy_settings", "loads_proxy_settings"]
@@ -97,6 +98,8 @@ def loads_proxy_settings(text: str, path: str | None = "rtroute.toml",
     settings.verify_peer = reader.boolean("verify_peer", default=False)
     settings.reuse_port = reader.boolean("reuse_port", default=False)
     settings.bcc_alias = reader.string("bcc_alias_header", default=settings.bcc_alias)
+    settings.client_in_flight = reader.integer("client_in_flight", default=DEFAULT_BUDGET,
+                                               minimum=1, maximum=1 << 30)
     settings.http = reader.string("http", default=None, empty=False)
     settings.http_token = reader.string("http_token", default=None, empty=False)
     reader.finish()

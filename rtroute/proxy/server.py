@@ -35,6 +35,7 @@ from typing import Any, Callable
 from rtroute.amqp.uri import AmqpUri, mask_uri, parse_uri
 from rtroute.ops.netaddr import split_hostport
 from rtroute.proxy.catalog import Catalog
+from rtroute.proxy.confirm_meter import DEFAULT_BUDGET
 from rtroute.proxy.session import Session
 from rtroute.routing.exchange_router import DEFAULT_BCC_ALIAS
 
@@ -80,6 +81,9 @@ class ProxySettings:
             certificates must be signed by (``verify_peer``: ask for one and check it).
         reuse_port: ``SO_REUSEPORT``, so several proxy processes share a port.
         bcc_alias: the sidecar's BCC alias header, honoured and stripped on publishes.
+        client_in_flight: the routing keys (each publish's key and ``BCC`` entries) one client's
+            unconfirmed publishes to x-rtopic exchanges may hold at the broker before the proxy
+            stops reading that client (see :mod:`rtroute.proxy.confirm_meter`).
         http: the ops endpoint's ``host:port`` (``/livez /readyz /status /metrics``); None:
             no endpoint.
         http_token: its bearer token, mandatory when ``http`` is beyond loopback.
@@ -95,6 +99,7 @@ class ProxySettings:
     verify_peer: bool = False
     reuse_port: bool = False
     bcc_alias: str = DEFAULT_BCC_ALIAS
+    client_in_flight: int = DEFAULT_BUDGET
     http: str | None = None
     http_token: str | None = None
 
@@ -137,7 +142,8 @@ class _ClientProtocol(asyncio.Protocol):
         self._server.stats.connections += 1
         self.session = Session(self._server.catalog, transport,  # type: ignore[arg-type]
                                self._server.settings.bcc_alias, self._server.stats.refused,
-                               on_open=self._authenticated)
+                               on_open=self._authenticated,
+                               in_flight=self._server.settings.client_in_flight)
         self._server.sessions.add(self.session)
         self.data_received = self._first_bytes  # type: ignore[method-assign]
         self._deadline = self._server.loop.call_later(HANDSHAKE_TIMEOUT, self._too_slow)

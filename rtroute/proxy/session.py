@@ -62,6 +62,7 @@ from rtroute.core import MAX_QUERY_BYTES
 from rtroute.core.frames import SCAN_BAD_END, SCAN_STOP, SCAN_TOO_LARGE, FrameScanner
 from rtroute.core.headers import HeaderKeys
 from rtroute.proxy import wire
+from rtroute.proxy.confirm_meter import DEFAULT_BUDGET, TX_REFUSED, ConfirmMeter
 from rtroute.proxy.catalog import (
     BINDINGS_SUFFIX,
     LAYOUT_ARGUMENTS,
@@ -76,22 +77,28 @@ from rtroute.routing.exchange_router import DEFAULT_FRAME_MAX
 __all__ = ["Session"]
 
 LOG = logging.getLogger(__name__)
-_U16, _U32 = wire.U16.unpack_from, wire.U32.unpack_from
+_U16, _U32, _U64 = wire.U16.unpack_from, wire.U32.unpack_from, wire.U64.unpack_from
 _BASIC_PUBLISH = wire.BASIC_PUBLISH
 _CLIENT_METHODS = frozenset((
-    wire.CONNECTION_TUNE_OK, wire.CONNECTION_OPEN, wire.CHANNEL_OPEN, wire.CHANNEL_CLOSE_OK,
-    wire.EXCHANGE_DECLARE, wire.EXCHANGE_DELETE, wire.EXCHANGE_BIND, wire.EXCHANGE_UNBIND,
-    wire.QUEUE_BIND, wire.QUEUE_UNBIND))  # basic.publish: inline in _pump_client
+    wire.CONNECTION_TUNE_OK, wire.CONNECTION_OPEN, wire.CHANNEL_OPEN, wire.CHANNEL_CLOSE,
+    wire.CHANNEL_CLOSE_OK, wire.EXCHANGE_DECLARE, wire.EXCHANGE_DELETE, wire.EXCHANGE_BIND,
+    wire.EXCHANGE_UNBIND, wire.QUEUE_BIND, wire.QUEUE_UNBIND, wire.CONFIRM_SELECT,
+    wire.TX_SELECT))  # basic.publish: inline in _pump_client
 _RENAMED = frozenset((wire.BASIC_DELIVER, wire.BASIC_GET_OK, wire.BASIC_RETURN))
 # what stops a scan of the client's frames, without and with x-rtopic exchanges in its vhost
-# (then every basic.publish: its exchange is looked up); every frame of a channel that holds
-# a publish for its header, or is being closed, stops it too
+# or channels in confirm mode (then every basic.publish: its exchange is looked up, it is
+# numbered); every frame of a channel that holds a publish for its header, or is being
+# closed, stops it too
 _CLIENT_SCANNERS = (FrameScanner(sorted(_CLIENT_METHODS), check_end=True),
                     FrameScanner(sorted(_CLIENT_METHODS | {_BASIC_PUBLISH}), check_end=True))
 # of the broker's: channel.close always, the deliveries to rename when there is an x-rtopic
-# exchange; every frame of a channel that waits for answers, or is being closed
-_BROKER_SCANNERS = (FrameScanner([wire.CHANNEL_CLOSE, wire.CONNECTION_TUNE]),
-                    FrameScanner(sorted(_RENAMED | {wire.CHANNEL_CLOSE, wire.CONNECTION_TUNE})))
+# exchange, the confirms when there are channels in confirm mode (the client's in-flight
+# budget: rtroute.proxy.confirm_meter); every frame of a channel that waits for answers, or is
+# being closed
+_CONFIRMS = frozenset((wire.BASIC_ACK, wire.BASIC_NACK))
+_BROKER_SCANNERS = tuple(
+    FrameScanner(sorted({wire.CHANNEL_CLOSE, wire.CONNECTION_TUNE} | renamed | confirms))
+    for confirms in (frozenset(), _CONFIRMS) for renamed in (frozenset(), _RENAMED))
 _HEADERS_BIT = FLAG_HEADERS >> 8  # in the content header's first flags octet
 _REPLIES = {wire.EXCHANGE_BIND: wire.EXCHANGE_BIND_OK, wire.EXCHANGE_UNBIND: wire.EXCHANGE_UNBIND_OK,
             wire.QUEUE_BIND: wire.QUEUE_BIND_OK, wire.QUEUE_UNBIND: wire.QUEUE_UNBIND_OK}
@@ -146,6 +153,8 @@ class Session:
         bcc_alias: the sidecar's BCC alias header, honoured and stripped here too.
         on_refusal: ``on_refusal(kind)`` for each refusal the proxy itself makes (metrics).
         on_open: called once the broker accepted the client's login (its ``open-ok``).
+        in_flight: the cost (routing keys) of unconfirmed publishes to x-rtopic exchanges at
+            which the client is not read until confirms come (:mod:`.confirm_meter`).
 
     Size: one state machine per client connection (see the module's Size paragraph): the pumps,
     the methods they rewrite and the answers they hold share its per-channel state; the
@@ -154,7 +163,8 @@ class Session:
 
     def __init__(self, catalogs: Catalog, client: asyncio.Transport,
                  bcc_alias: str, on_refusal: Callable[[str], Any] | None = None,
-                 on_open: Callable[[], Any] | None = None) -> None:
+                 on_open: Callable[[], Any] | None = None,
+                 in_flight: int = DEFAULT_BUDGET) -> None:
         self._catalogs = catalogs
         self._on_refusal = on_refusal
         self._on_open = on_open
@@ -186,6 +196,9 @@ class Session:
         # channel may publish to, asked on the proxy's own channel of the connection
         self._probe = ProbeChannel(self._to_broker)
         self._may_publish: dict[int, set[bytes]] = {}
+        # the client's broker work in flight (its share of the broker), and the wait for room
+        self.meter = ConfirmMeter(in_flight)
+        self._room: asyncio.Future[None] | None = None
 
     # -- transports ------------------------------------------------------------------------------
 
@@ -209,6 +222,8 @@ class Session:
             self._broker.close()
         if self._opened is not None and not self._opened.done():
             self._opened.cancel()
+        if self._room is not None and not self._room.done():
+            self._room.cancel()
         if self._vhost is not None:
             self._catalogs.release(self._vhost)
             self._vhost = None
@@ -333,6 +348,8 @@ class Session:
         rtopics = self.catalog.exchanges if self.catalog is not None else None
         probe = self._probe.watched
         may_publish = self._may_publish
+        meter = self.meter
+        counted = meter.channels
         view = memoryview(buf)
         limit = self.frame_max if self._tuned else wire.PRE_TUNE_FRAME_MAX
         data = b""
@@ -343,8 +360,8 @@ class Session:
             while True:
                 # the scanner passes over every frame that goes on as it is (see
                 # _CLIENT_SCANNERS) and stops at the next one to look at
-                scanner = _CLIENT_SCANNERS[bool(rtopics)]
-                (result, pos, frame_end, kind, channel, method, name, header_end, _content_end,
+                scanner = _CLIENT_SCANNERS[bool(rtopics) or bool(counted)]
+                (result, pos, frame_end, kind, channel, method, name, header_end, content_end,
                  head) = scanner.scan(buf, pos, limit, (*publishing, *closing, *probe)
                                       if publishing or closing else probe)
                 if result != SCAN_STOP:
@@ -363,8 +380,10 @@ class Session:
                         # (or a malformed one: the broker refuses it) passes as it is; one to
                         # an x-rtopic is rewritten with its header (and first, the stream waits
                         # until that exchange's bindings are known)
-                        exchange = rtopics.get(name) if name is not None else None
+                        exchange = rtopics.get(name) if name is not None and rtopics else None
                         if exchange is None:
+                            if counted and channel in counted:
+                                meter.published(channel)  # numbered by the broker
                             pos = frame_end
                             continue
                         if run < pos:
@@ -376,6 +395,13 @@ class Session:
                             # write to NAME (the plugin's check)?
                             self._hold(functools.partial(self._may_write, channel, name))
                             break  # this frame again when the answer is in
+                        if meter.full:  # the client's share of the broker is in flight
+                            self._hold(self._meter_room)
+                            break  # this frame again when confirms made room
+                        if channel not in counted and meter.needs_select(channel):
+                            # confirms, to see the broker's progress (no-wait: no answer)
+                            out.append(wire.method_frame(channel, wire.CONFIRM_SELECT, b"\x01"))
+                            meter.selected_by_proxy(channel)
                         if head is not None and channel not in publishing:
                             # the whole message is here: one rewrite of its publish and
                             # header (cached for a message without headers; an exchange with
@@ -384,10 +410,14 @@ class Session:
                             if not head[frame_end - pos + FLAGS_OFFSET] & _HEADERS_BIT:
                                 cached = exchange.rewritten.get(head)
                                 if cached is not None and self.frame_max >= cached[1]:
-                                    end, count, repeated = scanner.repeats(
-                                        buf, pos, limit, head, cached[0])
+                                    # as many repeats as the budget has room for
+                                    cap = pos + meter.room(cached[2]) * (content_end - pos)
+                                    with view[:min(cap, len(buf))] as part:
+                                        end, count, repeated = scanner.repeats(
+                                            part, pos, limit, head, cached[0])
                                     out.append(repeated)
                                     self.rewritten += count
+                                    meter.published(channel, cached[2], count)
                                     run = pos = end
                                     continue
                             if not exchange.ready.is_set():
@@ -505,6 +535,15 @@ class Session:
                 self._hold(pending.wait)
                 return False
             self._reset(channel)
+        elif method == wire.CHANNEL_CLOSE:  # its confirms will not come: out of the budget
+            self.meter.closed(channel)
+            self._made_room()
+        elif method == wire.CONFIRM_SELECT:
+            self.meter.selected_by_client(channel)
+        elif method == wire.TX_SELECT:
+            if not self.meter.tx_select(channel):
+                self._refuse(channel, TX_REFUSED, out, failing=wire.TX_SELECT, kind="tx_select")
+                return True
         elif catalog is not None:
             if method == wire.EXCHANGE_DECLARE:
                 return self._declare(channel, payload, frame, out, catalog)
@@ -682,6 +721,7 @@ class Session:
             if cached is not None and self.frame_max >= cached[1]:
                 out.append(cached[0])
                 self.rewritten += 1
+                self.meter.published(channel, cached[2])
                 return
         routing_key = wire.publish_key(publish)
         # CC, BCC and the alias read from the frame (no table decoding): the common case
@@ -715,7 +755,8 @@ class Session:
                     self._bcc_too_large(channel, out)
                     return
         # else as published (a key too long for a query: the broker's own refusal)
-        self._send_routed(exchange, publish, header, out, cache_key)
+        self._send_routed(channel, exchange, publish, header, out, cache_key,
+                          1 + len(bcc) if bcc else 1)
 
     def _route_general(self, channel: int, exchange: RTopic, publish: bytes, routing_key: bytes,
                        header: bytes, out: list[bytes], cache_key: bytes | None) -> None:
@@ -750,7 +791,7 @@ class Session:
         if decision is None or decision.error is not None:
             # as published (a CC or BCC that is no array: the broker closes the channel as it
             # would with the plugin)
-            self._send_routed(exchange, publish, header, out, None)
+            self._send_routed(channel, exchange, publish, header, out, None, 1)
             return
         bcc = self._one_publish(channel, key, decision, out)  # type: ignore[arg-type]
         if bcc is None:
@@ -765,7 +806,8 @@ class Session:
             if len(header) > self.frame_max:
                 self._bcc_too_large(channel, out)
                 return
-        self._send_routed(exchange, publish, header, out, cache_key)
+        self._send_routed(channel, exchange, publish, header, out, cache_key,
+                          1 + len(bcc) if bcc else 1)
 
     def _one_publish(self, channel: int, key: str, decision: Any, out: list[bytes]
                      ) -> tuple[str, ...] | None:
@@ -785,20 +827,22 @@ class Session:
         self._refuse(channel, "PRECONDITION_FAILED - rtroute proxy: the matched binding keys do "
                               f"not fit in a header frame of {self.frame_max} bytes", out)
 
-    def _send_routed(self, exchange: RTopic, publish: bytes, header: bytes, out: list[bytes],
-                     cache_key: bytes | None) -> None:
+    def _send_routed(self, channel: int, exchange: RTopic, publish: bytes, header: bytes,
+                     out: list[bytes], cache_key: bytes | None, cost: int) -> None:
         """Sends the publish to ``NAME.bindings`` with ``header``; ``cache_key``: the client's
-        frames of a message without headers, whose rewrite is kept for its repeats."""
+        frames of a message without headers, whose rewrite is kept for its repeats; ``cost``:
+        the routing keys it carries (its key and ``BCC`` entries), metered until confirmed."""
         frames = wire.renamed_publish(publish, exchange.bindings_short) + header
         out.append(frames)
         self.rewritten += 1
+        self.meter.published(channel, cost)
         if cache_key is not None:
             if len(exchange.rewritten) >= 4096:
                 exchange.rewritten.clear()
-            exchange.rewritten[cache_key] = (frames, len(header))
+            exchange.rewritten[cache_key] = (frames, len(header), cost)
 
     def _refuse(self, channel: int, text: str, out: list[bytes], code: int = 406,
-                kind: str = "publish") -> None:
+                kind: str = "publish", failing: int = wire.BASIC_PUBLISH) -> None:
         """Closes ``channel`` on both sides (the publish is not sent): the client sees the
         broker's kind of refusal (``code``); frames of either side on that channel are dropped
         until both answered ``close-ok``, and the client's next ``channel.open`` of that number
@@ -807,11 +851,13 @@ class Session:
         LOG.warning("channel %d: %s", channel, text)
         if self._on_refusal is not None:
             self._on_refusal(kind)
-        self._client.write(wire.channel_close(channel, code, text, wire.BASIC_PUBLISH))
+        self._client.write(wire.channel_close(channel, code, text, failing))
         out.append(wire.channel_close(channel, 200, "closed by the rtroute proxy", 0))
         self._closing[channel] = [False, False]
         self._closed_by_broker[channel] = asyncio.Event()
         self._expected.pop(channel, None)
+        self.meter.reset(channel)  # its confirms are void now
+        self._made_room()
 
     def _closing_done(self, channel: int) -> None:
         state = self._closing[channel]
@@ -826,6 +872,23 @@ class Session:
         self._expected.pop(channel, None)
         self._publishing.pop(channel, None)
         self._may_publish.pop(channel, None)
+        self.meter.reset(channel)
+        self._made_room()
+
+    async def _meter_room(self) -> None:
+        """Until the client's publishes in flight are under its budget (confirms came, or
+        their channel closed)."""
+        if not self.meter.full:
+            return
+        self._room = room = asyncio.get_running_loop().create_future()
+        await room
+
+    def _made_room(self) -> None:
+        room = self._room
+        if room is not None and not self.meter.full:
+            self._room = None
+            if not room.done():
+                room.set_result(None)
 
     async def _may_write(self, channel: int, name: bytes) -> None:
         """Whether the client's user may publish to ``name`` (write on it, as with the plugin);
@@ -849,7 +912,8 @@ class Session:
         expected, closing = self._expected, self._closing
         catalog = self.catalog
         probe = self._probe.watched
-        return _BROKER_SCANNERS[catalog is not None and bool(catalog.by_bindings)].scan(
+        return _BROKER_SCANNERS[(catalog is not None and bool(catalog.by_bindings)) +
+                                2 * bool(self.meter.channels)].scan(
             data, pos, 0, (*expected, *closing, *probe) if expected or closing else probe)
 
     def _pump_broker(self) -> None:
@@ -862,6 +926,9 @@ class Session:
         closing = self._closing
         catalog = self.catalog
         renames = catalog.by_bindings if catalog is not None else {}
+        meter = self.meter
+        counted = meter.channels
+        confirmed = False
         view = memoryview(buf)
         data = b""
         try:
@@ -885,6 +952,19 @@ class Session:
                                 channel, view[pos + 7:frame_end - 1].tobytes(), start,
                                 exchange.wire_name))
                             run = frame_end
+                    elif method in _CONFIRMS and channel in counted and channel not in closing:
+                        # a confirm: out of the client's budget; to the client in its own
+                        # numbering, or not at all when it did not ask for confirms
+                        tag = _U64(buf, pos + 11)[0]
+                        given = meter.confirmed(channel, tag, buf[pos + 19] & 1)
+                        confirmed = True
+                        if given != tag:
+                            if run < pos:
+                                out.append(view[run:pos])
+                            run = frame_end
+                            if given is not None:
+                                out.append(wire.method_frame(channel, method, wire.U64.pack(
+                                    given) + bytes((buf[pos + 19],))))
                     elif channel in expected or channel in closing or \
                             method == wire.CHANNEL_CLOSE or method == wire.CONNECTION_TUNE or \
                             channel == self._probe.channel:
@@ -907,6 +987,8 @@ class Session:
             del buf[:pos]
         if data:
             self._client.write(data)
+        if confirmed:
+            self._made_room()
 
     def _broker_method(self, channel: int, method: int, frame: bytes, out: list[bytes]) -> None:
         if channel == self._probe.channel:

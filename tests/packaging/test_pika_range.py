@@ -76,9 +76,9 @@ def test_the_method_id_table_is_pika_specs():
 
     classes = {"CONNECTION": pika.spec.Connection, "CHANNEL": pika.spec.Channel,
                "EXCHANGE": pika.spec.Exchange, "QUEUE": pika.spec.Queue,
-               "BASIC": pika.spec.Basic}
+               "BASIC": pika.spec.Basic, "CONFIRM": pika.spec.Confirm, "TX": pika.spec.Tx}
     names = [n for n in methods.__all__ if n != "method_id"]
-    assert len(names) == 30
+    assert len(names) == 33
     for name in names:
         prefix, _, method = name.partition("_")
         spec = getattr(classes[prefix], method.title().replace("_", ""))

@@ -1,0 +1,134 @@
+"""One client's share of the broker through the proxy (issue #42, isolation): its publishes to
+x-rtopic exchanges in flight are metered by the broker's confirms, asked for by the proxy when
+the client did not (rtroute.proxy.confirm_meter). What a client sees must not change: every
+message arrives, confirms it asks for later carry its own numbering, transactions work where
+RabbitMQ allows them, and where the proxy cannot allow one it says why."""
+from __future__ import annotations
+
+import pika
+import pytest
+
+from .conftest import drain
+
+pytestmark = pytest.mark.broker
+
+KEYS = [f"k{i}.a.b" for i in range(40)]
+
+
+def _layout(ch, exchange: str, queues: int = 4) -> list[str]:
+    """``exchange`` x-rtopic with ``queues`` exclusive queues, each bound with every 4th of
+    :data:`KEYS`."""
+    ch.exchange_declare(exchange, "x-rtopic")
+    names = []
+    for q in range(queues):
+        queue = ch.queue_declare("", exclusive=True).method.queue
+        for key in KEYS[q::queues]:
+            ch.queue_bind(queue, exchange, key)
+        names.append(queue)
+    return names
+
+
+def _count(ch, queues: list[str]) -> int:
+    return sum(ch.queue_declare(q, passive=True).method.message_count for q in queues)
+
+
+@pytest.mark.every_broker
+def test_a_flood_without_confirms_through_a_small_budget_loses_nothing(proxies, exchange_name):
+    """A budget of 10 routing keys: a client publishing 2,000 messages of 5 keys each without
+    confirms is held, and read again as the broker confirms; every copy arrives."""
+    proxy = proxies("--client-in-flight", "10")
+    conn = pika.BlockingConnection(pika.URLParameters(proxy.uri))
+    try:
+        ch = conn.channel()
+        queues = _layout(ch, exchange_name)
+        for n in range(2000):
+            # "#.a.b" matches all 40 keys: one per queue (4 BCC entries + the key: cost 5)
+            ch.basic_publish(exchange_name, "#.a.b", str(n).encode(),
+                             pika.BasicProperties(headers={"n": n}))
+        check = conn.channel()
+        check.confirm_delivery()  # a round trip on another channel after the publishes
+        deadline = 200
+        while _count(check, queues) < 8000 and deadline:
+            conn.sleep(0.05)
+            deadline -= 1
+        assert _count(check, queues) == 8000
+        for queue in queues:
+            assert [body for _ex, body in drain(check, queue)] == [str(n) for n in range(2000)]
+    finally:
+        conn.close()
+
+
+@pytest.mark.every_broker
+def test_confirms_asked_for_after_unconfirmed_publishes_carry_the_clients_numbering(
+        proxies, exchange_name):
+    """The proxy put the channel in confirm mode at its first publish to NAME; the client asks
+    for confirms after 30 publishes: pika checks every tag it gets against its own count (a
+    tag of the broker's numbering would be one it never sent), and mandatory returns still
+    come before their confirm."""
+    proxy = proxies()
+    conn = pika.BlockingConnection(pika.URLParameters(proxy.uri))
+    try:
+        ch = conn.channel()
+        queues = _layout(ch, exchange_name, queues=1)
+        for n in range(30):
+            ch.basic_publish(exchange_name, KEYS[n % len(KEYS)], b"before")
+        ch.confirm_delivery()
+        for n in range(20):
+            ch.basic_publish(exchange_name, KEYS[n], b"after", mandatory=True)
+        with pytest.raises(pika.exceptions.UnroutableError):
+            ch.basic_publish(exchange_name, "no.such.key", b"nowhere", mandatory=True)
+        ch.basic_publish(exchange_name, "*.a.b", b"after")  # confirmed in order after it
+        assert _count(ch, queues) == 51
+    finally:
+        conn.close()
+
+
+@pytest.mark.every_broker
+def test_transactions_where_rabbitmq_allows_them_and_a_reason_where_the_proxy_cannot(
+        proxies, exchange_name):
+    """tx.select before a channel's first publish: a transaction channel (never put in confirm
+    mode by the proxy), committed messages arrive. tx.select after unconfirmed publishes to an
+    x-rtopic exchange on the same channel: refused (406) with the reason, the connection and its
+    other channels go on."""
+    proxy = proxies()
+    conn = pika.BlockingConnection(pika.URLParameters(proxy.uri))
+    try:
+        ch = conn.channel()
+        queues = _layout(ch, exchange_name, queues=1)
+        tx = conn.channel()
+        tx.tx_select()
+        tx.basic_publish(exchange_name, "k0.a.b", b"in a transaction")
+        assert _count(ch, queues) == 0
+        tx.tx_commit()
+        assert _count(ch, queues) == 1
+        late = conn.channel()
+        late.basic_publish(exchange_name, "k0.a.b", b"unconfirmed")
+        with pytest.raises(pika.exceptions.ChannelClosedByBroker) as refused:
+            late.tx_select()
+        assert refused.value.reply_code == 406
+        assert "transaction mode" in refused.value.reply_text
+        assert "x-rtopic" in refused.value.reply_text
+        assert _count(ch, queues) == 2
+    finally:
+        conn.close()
+
+
+@pytest.mark.every_broker
+def test_a_channel_closed_with_publishes_in_flight_gives_their_share_back(proxies,
+                                                                          exchange_name):
+    """A budget of one publish: a channel that published and closed before its confirm came
+    does not hold the client's next publishes on another channel."""
+    proxy = proxies("--client-in-flight", "1")
+    conn = pika.BlockingConnection(pika.URLParameters(proxy.uri))
+    try:
+        ch = conn.channel()
+        queues = _layout(ch, exchange_name, queues=1)
+        for _ in range(20):
+            short = conn.channel()
+            short.basic_publish(exchange_name, "k0.a.b", b"then closed")
+            short.close()
+        ch.confirm_delivery()
+        ch.basic_publish(exchange_name, "k0.a.b", b"confirmed")
+        assert _count(ch, queues) == 21
+    finally:
+        conn.close()
