@@ -177,6 +177,26 @@ def test_a_lost_connection_requeues_deliveries_read_but_not_yet_routed(monkeypat
     run.run()
     assert run.acked() == [b"m1", b"m2", b"m3"] and rabbit.bodies(INGRESS) == []
     assert run.no_unknown_tags()
+    # each was routed once, after the reconnect (the batch of the lost connection was not)
+    counters = run.sidecar.status()["exchanges"][0]
+    assert (counters["received"], counters["redelivered"], counters["republished"]) == (3, 3, 3)
+
+
+def test_a_connection_lost_while_blocked_starts_the_next_one_unblocked(monkeypatch):
+    run = serve(monkeypatch)
+    rabbit = run.rabbit
+    rabbit.block()
+    rabbit.enqueue(INGRESS, b"m1", "x.y")
+    run.run()
+    assert run.publishes() == [] and run.sidecar.status()["exchanges"][0]["state"] == "blocked"
+    rabbit.drop()
+    rabbit.blocked = False  # a new connection is not blocked
+    rabbit.ioloop.advance(2.0)
+    assert [p.body for p in run.publishes()] == [b"m1"]
+    assert run.sidecar.status()["exchanges"][0]["state"] == "running"
+    rabbit.ack_all()
+    run.run()
+    assert run.acked() == [b"m1"] and run.no_unknown_tags()
 
 
 def test_a_lost_connection_keeps_the_confirmed_acked_and_requeues_the_unconfirmed(monkeypatch):
