@@ -288,3 +288,48 @@ def test_a_graceful_stop_takes_nothing_more_and_closes_once_the_confirms_settled
     assert run.acked() == [b"m1", b"m2"] and not rabbit.connection.is_open
     assert rabbit.bodies(INGRESS) == [b"m3"] and len(run.publishes()) == 2
     assert run.sidecar.status()["exchanges"][0]["state"] == "stopped"
+
+
+def test_an_exception_in_routing_dead_letters_that_message_and_its_batch_mates_go_on(
+        monkeypatch):
+    run = serve(monkeypatch)
+    rabbit = run.rabbit
+    router = run.sidecar.exchanges["logs"].router
+    decide_many = router.decide_many
+
+    def faulty(batch: list) -> list:  # a bug that only one routing key triggers
+        if any(key == "boom" for key, _headers in batch):
+            raise KeyError("injected fault")
+        return decide_many(batch)
+
+    monkeypatch.setattr(router, "decide_many", faulty)
+    for key in ("x.y", "boom", "x.y"):
+        rabbit.enqueue(INGRESS, key.encode(), key)
+    run.run()
+    assert [(p.exchange, p.body) for p in run.publishes()] == \
+        [("logs.bindings", b"x.y"), ("rtroute.dead", b"boom"), ("logs.bindings", b"x.y")]
+    dead = run.publishes("rtroute.dead")[0]
+    assert "KeyError" in dead.properties.headers["x-rtroute-error"]
+    rabbit.ack_all()
+    run.run()
+    assert run.acked() == [b"x.y", b"boom", b"x.y"]
+    status = run.sidecar.status()
+    assert status["internal_errors"] == 1 and "injected fault" in status["last_error"]
+    assert status["exchanges"][0]["dead_lettered"] == 1
+
+
+def test_unroutable_messages_are_logged_once_per_interval_and_listed_in_status(monkeypatch,
+                                                                                caplog):
+    run = serve(monkeypatch)
+    for i in range(7):
+        run.rabbit.enqueue(INGRESS, b"m", f"nobody.{i}")
+    with caplog.at_level("WARNING", logger="rtroute.sidecar"):
+        run.run()
+    ex = run.sidecar.status()["exchanges"][0]
+    assert ex["unroutable"] == 7 and run.publishes() == []
+    assert [e["routing_key"] for e in ex["last_unroutable"]] == \
+        [f"nobody.{i}" for i in range(2, 7)]
+    lines = [r.getMessage() for r in caplog.records if "unroutable message(s)" in r.getMessage()]
+    assert len(lines) == 1  # one line per 10 s, not one per message
+    assert "'nobody.0'" in lines[0] and "alternate_exchange" in lines[0]
+    assert run.acked() == [b"m"] * 7  # dropped, as the plugin drops them
