@@ -18,7 +18,7 @@ from rtroute.publisher.engine import PublisherEngine
 from rtroute.publisher.future import MessageFuture, PublishFailed, PublishNacked, PublishReturned
 from rtroute.publisher.policy import PublisherPolicy
 from rtroute.routing.exchange_router import ExchangeRouter
-from tests.stub_broker import StubRabbit
+from tests.stub_rabbit import StubRabbit
 
 URI = "amqp://guest:guest@stub.invalid:5672/%2F"
 

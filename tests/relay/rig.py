@@ -7,7 +7,6 @@ import pika
 
 from rtroute.amqp import frames
 from rtroute.relay import BrokerUpstream, Item, Outgoing, Policy, Relay, Timers
-
 from tests.stub_broker import StubBroker, StubChannel
 
 

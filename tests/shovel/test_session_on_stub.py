@@ -15,7 +15,7 @@ from rtroute.config.shovel import ShovelConfig
 from rtroute.config.shovel_fields import Endpoint
 from rtroute.shovel.session import Session
 from rtroute.shovel.worker import ShovelWorker
-from tests.stub_broker import StubRabbit
+from tests.stub_rabbit import StubRabbit
 
 URI = "amqp://guest:guest@stub.invalid:5672/%2F"
 BODIES = [f"m{i}".encode() for i in range(1, 6)]

@@ -12,11 +12,11 @@ from typing import Any
 import pika
 import pytest
 
-import rtroute.sidecar.service as service
 from rtroute.amqp.connection import ReconnectingConnection
 from rtroute.config.rtroute_toml import BindingConfig, DivertConfig, ExchangeConfig
+from rtroute.sidecar import service
 from rtroute.sidecar.service import Sidecar
-from tests.stub_broker import StubRabbit
+from tests.stub_rabbit import StubRabbit
 
 URI = "amqp://guest:guest@stub.invalid:5672/%2F"
 INGRESS = "rtroute.ingress.logs"
