@@ -58,7 +58,6 @@ EVERY_BROKER: dict[str, str] = {
     "tests/shovel/test_process.py::test_kill_9_while_20000_persistent_messages_move_loses_nothing":
         "loss",
     "tests/divert/test_lossless_broker.py": "loss",
-    "tests/divert/test_missing_targets.py": "loss",
     "tests/divert/test_oversized.py": "loss: frame sizes",
     "tests/divert/test_divert_broker.py::test_kill_9_mid_stream_loses_neither_originals_nor_copies":
         "loss",

@@ -165,6 +165,7 @@ class Published:
     body: bytes
     write_no: int
     properties: Any = None
+    connection: Any = None  # the StubRabbit connection it was written on
 
 
 @dataclass

@@ -14,7 +14,7 @@ queues, consumers with prefetch, acks, requeues and dead letters:
   or every publish with ``confirm=True``);
 - what a connection writes is parsed back into :class:`~tests.stub_broker.Published` records
   (numbered on a confirming channel); a publish to the default exchange naming a queue lands
-  in that queue;
+  in that queue, and a ``mandatory`` one naming no queue is returned;
 - each message keeps its place (:attr:`Message.state`): ready in its queue, unacked on a
   channel, acked, dead (nacked or rejected without requeue) or dropped (``auto_ack``); a
   channel or connection that goes puts its unacked deliveries back at the head of their
@@ -320,14 +320,6 @@ class RabbitConnection(StubConnection):
         self._delivery: list[Any] = []  # a delivery read by pika's path: method, header, body
         self.writes_this_turn = 0
 
-    @property
-    def ioloop(self) -> StubIOLoop:  # type: ignore[override]
-        return self.rabbit.ioloop
-
-    @ioloop.setter
-    def ioloop(self, _value: Any) -> None:
-        pass
-
     def _opened(self) -> None:
         if self.rabbit.refuse_connections is not None:
             self.is_closed = True
@@ -588,12 +580,16 @@ class StubRabbit:
         assert connection.writes_this_turn <= 1, "two writes in one ioloop turn"
         new = parse_publishes(data, connection.channels, self.writes, self.frame_max)
         for published in new:
-            published.connection = connection  # type: ignore[attr-defined]
+            published.connection = connection
             if published.exchange == "" and published.routing_key in self.queues:
                 self.queues[published.routing_key].ready.append(Message(
                     published.body, published.routing_key, "", published.properties,
                     queue=published.routing_key))
                 self.dispatch_soon()
+            elif published.exchange == "" and published.mandatory:
+                # no such queue: RabbitMQ returns it (its confirm, an ack, follows)
+                self.ioloop.call_later(0, lambda p=published: self.return_(p)
+                                       if p.connection.is_open else None)
         self.published += new
         if self.confirm:
             confirming = [p for p in new if p.seq]
@@ -624,13 +620,13 @@ class StubRabbit:
 
     def ack_all(self) -> None:
         for published in self.unconfirmed():
-            if published.connection.is_open:  # type: ignore[attr-defined]
+            if published.connection.is_open:
                 self.ack(published)
 
     def _confirm(self, published: Published, method: Any, kind: str, multiple: bool) -> None:
-        connection = published.connection  # type: ignore[attr-defined]
+        connection = published.connection
         assert published.seq, "a publish on a channel not in confirm mode"
-        covered = [p for p in self.published if p.connection is connection  # type: ignore
+        covered = [p for p in self.published if p.connection is connection
                    and p.channel == published.channel and p.seq
                    and (p.seq <= published.seq if multiple else p is published)]
         for one in covered:
@@ -643,7 +639,7 @@ class StubRabbit:
 
     def return_(self, published: Published, code: int = 312, text: str = "NO_ROUTE") -> None:
         """``basic.return`` of ``published`` (ack it afterwards, as RabbitMQ does)."""
-        connection = published.connection  # type: ignore[attr-defined]
+        connection = published.connection
         channel = connection.channels[published.channel - 1]
         method = pika.spec.Basic.Return(code, text, published.exchange, published.routing_key)
         for callback in list(channel._on_return):

@@ -333,3 +333,54 @@ def test_unroutable_messages_are_logged_once_per_interval_and_listed_in_status(m
     assert len(lines) == 1  # one line per 10 s, not one per message
     assert "'nobody.0'" in lines[0] and "alternate_exchange" in lines[0]
     assert run.acked() == [b"m"] * 7  # dropped, as the plugin drops them
+
+
+def test_a_divert_to_a_missing_queue_dead_letters_its_copies_with_the_reason(monkeypatch):
+    run = serve(monkeypatch, diverts=[DivertConfig(
+        name="d", address="logs", forwarding_address="nowhere", routing_type="ANYCAST",
+        exclusive=True)])
+    rabbit = run.rabbit
+    rabbit.enqueue(INGRESS, b"m1", "a.*")
+    run.run()  # the copy went to a queue named "nowhere": RabbitMQ returns it
+    (copy,) = run.publishes("")
+    assert copy.routing_key == "nowhere" and run.publishes("logs.bindings") == []
+    rabbit.ack(copy)
+    run.run()
+    (dead,) = run.publishes("rtroute.dead")
+    assert dead.body == b"m1" and "nowhere" in dead.properties.headers["x-rtroute-error"]
+    assert dead.properties.headers["x-rtroute-divert"] == "d"
+    assert run.acked() == []
+    rabbit.ack(dead)
+    run.run()
+    assert run.acked() == [b"m1"] and run.sidecar.status()["diverts"][0]["dead_lettered"] == 1
+
+
+def test_a_divert_target_created_after_start_is_used_at_once(monkeypatch):
+    run = serve(monkeypatch, diverts=[DivertConfig(
+        name="d", address="logs", forwarding_address="later", routing_type="STRIP",
+        exclusive=True)])
+    rabbit = run.rabbit
+    assert run.sidecar.status()["forwarding_addresses"]["later"] is None
+    rabbit.declare_queue("later")  # made after the sidecar looked for it: no timer involved
+    rabbit.enqueue(INGRESS, b"m1", "a.*")
+    run.run()
+    assert rabbit.bodies("later") == [b"m1"] and run.publishes("rtroute.dead") == []
+    assert run.sidecar.status()["forwarding_addresses"]["later"] == "queue"
+    rabbit.ack_all()
+    run.run()
+    assert run.acked() == [b"m1"]
+
+
+def test_a_divert_target_still_missing_at_the_fresh_look_dead_letters_the_copy(monkeypatch):
+    run = serve(monkeypatch, diverts=[DivertConfig(
+        name="d", address="logs", forwarding_address="never", routing_type="STRIP",
+        exclusive=True)])
+    rabbit = run.rabbit
+    rabbit.enqueue(INGRESS, b"m1", "a.*")
+    run.run()
+    (dead,) = run.publishes()
+    assert dead.exchange == "rtroute.dead"
+    assert "no exchange or queue of that name" in dead.properties.headers["x-rtroute-error"]
+    rabbit.ack(dead)
+    run.run()
+    assert run.acked() == [b"m1"]
