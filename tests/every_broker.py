@@ -19,11 +19,11 @@ times. A test is marked when it is one of:
 
 What stays on 4.3 only is version-independent logic run through a broker (the sidecar's,
 the shovel's and the publisher's own logic, which the unit leg runs on the stub broker of
-tests/stub_broker.py; option parsing and config translation seen through a running process,
+tests/stub_rabbit.py; option parsing and config translation seen through a running process,
 HTTP APIs, transformers, filters, extra nodes of the tests' own, which run the host's 3.10
-packages whatever the broker under test). Entries are test files, or ``file::test`` for one test of a file (its parameters
-included); an entry that matches no collected test fails the run, so a renamed test cannot
-silently leave the list.
+packages whatever the broker under test). Entries are test files, or ``file::test`` for one
+test of a file (its parameters included); an entry that matches no collected test fails the
+run, so a renamed test cannot silently leave the list.
 """
 from __future__ import annotations
 
