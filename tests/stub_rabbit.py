@@ -70,6 +70,8 @@ class Message:
 
 
 class StubQueue:
+    """A queue: its ``ready`` messages in order, and its consumers as ``(channel, tag)``."""
+
     def __init__(self, name: str, arguments: dict | None = None) -> None:
         self.name = name
         self.arguments = dict(arguments or {})
@@ -399,7 +401,8 @@ class StubRabbit:
     publish (or :attr:`confirm` every publish as it comes); :meth:`block`; :meth:`drop` a
     connection (lost) or :meth:`close_channel`; ``refuse_connections`` (a reason) fails every
     connect. Where things are: :meth:`bodies` of a queue (ready and unacked, in queue order),
-    :attr:`acked`, :attr:`dead`, :attr:`published`, :meth:`confirmed`.
+    :attr:`acked` (and delivered with ``auto_ack``), :attr:`dead`, :attr:`published`,
+    :meth:`confirmed`.
     """
 
     def __init__(self, frame_max: int = 131072, ioloop: StubIOLoop | None = None,
