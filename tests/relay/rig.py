@@ -7,8 +7,7 @@ import pika
 
 from rtroute.amqp import frames
 from rtroute.relay import BrokerUpstream, Item, Outgoing, Policy, Relay, Timers
-
-from .stub_broker import StubBroker, StubChannel
+from tests.stub_broker import StubBroker, StubChannel
 
 
 def frames_of(channel: int, exchange: str, key: str, body: bytes, headers: dict | None = None,

@@ -24,8 +24,7 @@ from rtroute.publisher.engine import PublisherEngine
 from rtroute.relay import FutureUpstream, Item, Settlement
 from rtroute.routing import PreconditionFailed
 from rtroute.routing.exchange_router import ExchangeRouter
-
-from .stub_broker import StubBroker
+from tests.stub_broker import StubBroker
 
 LONG = "w" * 60  # 100 such keys are more than one 4 KiB header frame holds
 

@@ -1,13 +1,17 @@
-"""A stub broker for the relay: a fake ioloop, connection and channels that the engine cannot
+"""The stub broker: a fake ioloop, connections and channels that the relay and its users cannot
 tell from pika's, and a script API to ack, nack, return, block, close and drop at any point.
+No RabbitMQ, no sockets, no threads of its own: time is virtual (:meth:`StubIOLoop.advance`).
 
-It works at the level the engine touches: pika's channel and connection methods, the bytes
+The relay's broker is :class:`StubBroker` (tests/relay): one connection with a publish
+channel and a consume channel, items made by the test. The users' broker, with queues and
+consumers, builds on these parts: :class:`tests.stub_rabbit.StubRabbit`.
+
+They work at the level the engine touches: pika's channel and connection methods, the bytes
 written through ``pika_internals.emit`` (parsed back into :class:`Published` records, each
 given the sequence number the broker would give it), and confirms fed as frame bytes to a real
-:class:`~rtroute.amqp.frames.FrameReader` (the intercept path the shovel uses). No RabbitMQ,
-no sockets, no threads: time is virtual (:meth:`StubIOLoop.advance`).
+:class:`~rtroute.amqp.frames.FrameReader` (the intercept path the shovel uses).
 
-The stub asserts these invariants as things happen:
+:class:`StubBroker` asserts these invariants as things happen:
 
 - each sequence number is settled once by the script;
 - nothing is written while the connection is blocked, nor after the write buffer paused the
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import heapq
 import struct
+import threading
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any, Callable
@@ -39,6 +44,47 @@ _HEAD = struct.Struct(">BHI")
 _PUBLISH = struct.pack(">HH", 60, 40)
 
 
+def parse_publishes(data: bytes, channels: list[Any], write_no: int, frame_max: int
+                    ) -> list[Published]:
+    """The ``basic.publish`` records in ``data`` (whole frames), numbered as the broker would
+    number them on a confirming channel (``channels[number - 1]``)."""
+    published: list[Published] = []
+    offset, current = 0, None
+    while offset < len(data):
+        kind, channel, size = _HEAD.unpack_from(data, offset)
+        payload = data[offset + 7:offset + 7 + size]
+        assert data[offset + 7 + size] == 0xCE
+        offset += 8 + size
+        if kind == 1:
+            assert payload[:4] == _PUBLISH, "only basic.publish is written"
+            pos = 6
+            exchange = payload[pos + 1:pos + 1 + payload[pos]].decode()
+            pos += 1 + payload[pos]
+            key = payload[pos + 1:pos + 1 + payload[pos]].decode()
+            pos += 1 + payload[pos]
+            target = channels[channel - 1]
+            seq = 0
+            if target.confirming:
+                seq = target.next_seq
+                target.next_seq += 1
+            current = Published(seq, channel, exchange, key, bool(payload[pos] & 1), b"",
+                                b"", write_no)
+            published.append(current)
+        elif kind == 2:
+            assert current is not None
+            # RabbitMQ closes the connection for a payload above frame_max (FRAME_ERROR)
+            assert size <= frame_max, \
+                f"content header payload of {size} bytes above frame_max {frame_max}"
+            current.header = payload
+            properties = pika.BasicProperties()
+            properties.decode(payload, 12)
+            current.properties = properties
+        elif kind == 3:
+            assert current is not None
+            current.body += payload
+    return published
+
+
 class StubIOLoop:
     """A virtual clock: ``call_later`` schedules, :meth:`turn` runs what is due (in order of
     deadline, then of scheduling), :meth:`advance` moves the clock on."""
@@ -50,11 +96,13 @@ class StubIOLoop:
         self._seq = 0
         self._cancelled: set[int] = set()
         self.after_turn: list[Callable[[], Any]] = []
+        self._lock = threading.Lock()  # add_callback_threadsafe comes from other threads
 
     def call_later(self, delay: float, callback: Callable[[], Any]) -> int:
-        self._seq += 1
-        heapq.heappush(self._heap, (self.now + max(0.0, delay), self._seq, callback))
-        return self._seq
+        with self._lock:
+            self._seq += 1
+            heapq.heappush(self._heap, (self.now + max(0.0, delay), self._seq, callback))
+            return self._seq
 
     def remove_timeout(self, handle: int) -> None:
         self._cancelled.add(handle)
@@ -71,7 +119,8 @@ class StubIOLoop:
         last = self._seq
         ran = 0
         while self._heap and self._heap[0][0] <= self.now and self._heap[0][1] <= last:
-            _deadline, seq, callback = heapq.heappop(self._heap)
+            with self._lock:
+                _deadline, seq, callback = heapq.heappop(self._heap)
             if seq in self._cancelled:
                 self._cancelled.discard(seq)
                 continue
@@ -116,6 +165,7 @@ class Published:
     body: bytes
     write_no: int
     properties: Any = None
+    connection: Any = None  # the StubRabbit connection it was written on
 
 
 @dataclass
@@ -398,39 +448,8 @@ class StubBroker:
         self.writes += 1
         self._writes_this_turn += 1
         assert self._writes_this_turn <= 1, "two writes in one ioloop turn"
-        offset, current = 0, None
-        while offset < len(data):
-            kind, channel, size = _HEAD.unpack_from(data, offset)
-            payload = data[offset + 7:offset + 7 + size]
-            assert data[offset + 7 + size] == 0xCE
-            offset += 8 + size
-            if kind == 1:
-                assert payload[:4] == _PUBLISH, "only basic.publish is written"
-                pos = 6
-                exchange = payload[pos + 1:pos + 1 + payload[pos]].decode()
-                pos += 1 + payload[pos]
-                key = payload[pos + 1:pos + 1 + payload[pos]].decode()
-                pos += 1 + payload[pos]
-                target = self.connection.channels[channel - 1]
-                seq = 0
-                if target.confirming:
-                    seq = target.next_seq
-                    target.next_seq += 1
-                current = Published(seq, channel, exchange, key, bool(payload[pos] & 1), b"",
-                                    b"", self.writes)
-                self.published.append(current)
-            elif kind == 2:
-                assert current is not None
-                # RabbitMQ closes the connection for a payload above frame_max (FRAME_ERROR)
-                assert size <= self.frame_max, \
-                    f"content header payload of {size} bytes above frame_max {self.frame_max}"
-                current.header = payload
-                properties = pika.BasicProperties()
-                properties.decode(payload, 12)
-                current.properties = properties
-            elif kind == 3:
-                assert current is not None
-                current.body += payload
+        self.published += parse_publishes(data, self.connection.channels, self.writes,
+                                          self.frame_max)
 
     def note_buffer_pause(self) -> None:
         """The test saw the outbox pause for the write buffer in this turn."""
@@ -457,3 +476,4 @@ class StubBroker:
 
     def _end_of_turn(self) -> None:
         self._writes_this_turn = 0
+
