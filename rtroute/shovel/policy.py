@@ -24,7 +24,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from rtroute.relay.policy import RetryWithBackoff, Settlement, Verdict
+from rtroute.relay.policy import Hook, RetryWithBackoff, Settlement, Verdict
 
 if TYPE_CHECKING:
     from rtroute.amqp.confirm_window import PublishFuture
@@ -52,6 +52,8 @@ _UNROUTABLE = {"drop": Settlement.ACK, "requeue": Settlement.HOLD,
 class ShovelPolicy(RetryWithBackoff):
     """The shovel's outcome rules (see the module docstring), counted in the session's
     counters. ``upstream`` (set by the session) has its back-off reset by every ack."""
+
+    hooks = frozenset({Hook.ACKED, Hook.PUBLISHED, Hook.WRITTEN})
 
     def __init__(self, session: Session) -> None:
         cfg = session.cfg

@@ -24,7 +24,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from rtroute.relay.policy import OK, Policy, Replace, Verdict
+from rtroute.relay.policy import OK, Hook, Policy, Replace, Verdict
 from rtroute.sidecar.dead_letters import dead_letter_of_copy, undeliverable
 from rtroute.sidecar.republish import COPY, ORIGINAL
 
@@ -45,6 +45,8 @@ class SidecarPolicy(Policy):
             :class:`~rtroute.amqp.frames.PublishFrames` and the connection's ``frame_max``),
             which a copy's dead letter is built for.
     """
+
+    hooks = frozenset({Hook.ACKED, Hook.ITEM_ACKED})
 
     def __init__(self, frames_of: Any) -> None:
         self._frames_of = frames_of
