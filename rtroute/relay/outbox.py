@@ -149,7 +149,8 @@ class Outbox:
     @property
     def in_flight(self) -> int:
         """Publishes handed to the sink and not yet settled."""
-        return self._sink.in_flight if self._sink is not None else 0
+        sink = self._sink  # read once: another thread may ask while the ioloop detaches
+        return sink.in_flight if sink is not None else 0
 
     @property
     def room(self) -> int:

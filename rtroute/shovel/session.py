@@ -81,8 +81,8 @@ class Session:
                            label=f"shovel {cfg.name!r}", on_flow=self._flow_changed,
                            on_resumed=self._resumed)
         if source.unbounded:
-            self.relay.flow.source(source.set_reading, PENDING_LIMIT)
-        source.link(self.relay, upstream.open(), destination)
+            self.relay.limit_source(source.set_reading, PENDING_LIMIT)
+        source.link(self.relay, upstream, destination)
         destination.link(self.relay)
 
     def start(self) -> None:

@@ -43,7 +43,7 @@ from rtroute.shovel.side import Side, short_reason
 from rtroute.shovel.status import scrub
 
 if TYPE_CHECKING:
-    from rtroute.relay import Relay
+    from rtroute.relay import BrokerUpstream, Relay
     from rtroute.shovel.destination import Destination
     from rtroute.shovel.session import Session
 
@@ -115,8 +115,9 @@ class Source(Side):
         self.take_budget: int | None = None
         # the session's (see link): acks to the source in delivery order (once its channel is
         # open), the relay, and how each delivery is addressed to the destination
-        self.settler: Settler = None  # type: ignore[assignment]
-        self.relay: Relay = None  # type: ignore[assignment]
+        self.settler: Settler = None  # type: ignore[assignment]  # set by link, before use
+        self.relay: Relay = None  # type: ignore[assignment]  # set by link, before use
+        self.upstream: BrokerUpstream = None  # type: ignore[assignment]  # set by link
         self.put: Any = None
         self.transform: Any = None
         self.method_frame: Any = None      # (exchange, key) -> basic.publish frame
@@ -129,11 +130,12 @@ class Source(Side):
         self.channel_number = 0
         self.frame_max = 0
 
-    def link(self, relay: Relay, settler: Settler, destination: Destination) -> None:
-        """Hand deliveries to ``relay``, settled through ``settler``: one bound call per
-        message, no glue between."""
+    def link(self, relay: Relay, upstream: BrokerUpstream, destination: Destination) -> None:
+        """Hand deliveries to ``relay``, settled through a settler of ``upstream`` (the
+        relay's): one bound call per message, no glue between."""
         self.relay = relay
-        self.settler = settler
+        self.upstream = upstream
+        self.settler = upstream.open()
         self.put = relay.put
         self.transform = destination.transform if destination.transform_needed else None
         self.fixed_exchange = destination.fixed_exchange
@@ -154,7 +156,7 @@ class Source(Side):
     @property
     def reading(self) -> bool:
         """False while the source socket is not read (an unbounded source, too much waiting)."""
-        return self.relay.flow.reading
+        return self.relay.reading
 
     def set_reading(self, on: bool) -> bool:
         """Stop or restart reading the source socket; False where that cannot be done."""
@@ -262,7 +264,7 @@ class Source(Side):
             if self.filter is not None and not self.filter.matches(entry):
                 self.counters["filtered"] += 1
                 if self.filter.leave:
-                    self.relay.upstream.settle_as(entry, Settlement.HOLD)
+                    self.upstream.settle_as(entry, Settlement.HOLD)
                 else:
                     self.settler.ack(entry)
                 return
@@ -360,7 +362,7 @@ class Source(Side):
             LOGGER.warning("shovel %r: source queue %r has no dead-letter exchange; "
                            "requeueing instead of dead-lettering", self.cfg.name, self.queue)
         self.dlx_answer = (has_dlx, time.monotonic())
-        self.relay.upstream.dlx_answered()
+        self.upstream.dlx_answered()
 
 
 def _has_dead_letter_exchange(client: ManagementClient, queue: str, vhost: str) -> bool:

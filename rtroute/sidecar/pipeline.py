@@ -85,7 +85,7 @@ class Pipeline:
         self.relay = Relay(timers, SidecarPolicy(lambda: (self.publish_frames, self.frame_max)),
                            self.upstream, window=window, label="sidecar",
                            on_broken=on_window_closed, on_flow=on_flow)
-        self._submit = self.relay.fanin.submit  # Relay.submit, one call less per message
+        self._submit = self.relay.submit  # a bound lane: no call more per message
         # deliveries since the last route_batch, in delivery-tag order on each channel
         self._batch: list[IngressMessage] = []
         self._batch_scheduled = False
@@ -101,7 +101,7 @@ class Pipeline:
         """
         self.reader = frames.install(connection)
         self.reader.intercept(channel.channel_number, self.on_delivery, detailed=True)
-        self.relay.outbox.clear()  # republishes of a lost connection's deliveries (redelivered)
+        self.relay.clear()  # republishes of a lost connection's deliveries (redelivered)
         self.settler.reset(channel)
         self.consumers.clear()
         self.shards.clear()
