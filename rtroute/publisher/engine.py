@@ -45,14 +45,13 @@ from rtroute.amqp.broker_identity import identity_from_server_properties
 from rtroute.amqp.connection import ReconnectingConnection
 from rtroute.amqp.content_header import PROPERTY_NAMES, content_header_frame
 from rtroute.amqp.management import ManagementClient, ManagementError, WrongBroker
+from rtroute.publisher.policy import CLOSED
 from rtroute.relay.engine import Relay
 from rtroute.relay.future_upstream import FutureUpstream
 from rtroute.relay.outgoing import Outgoing
 from rtroute.relay.timers import Timers
 from rtroute.routing.delivery_plan import Publish
 from rtroute.routing.exchange_router import ExchangeRouter
-
-from rtroute.publisher.policy import CLOSED
 
 if TYPE_CHECKING:
     from rtroute.publisher.future import MessageFuture
@@ -245,7 +244,8 @@ class PublisherEngine:
         self.connection.add_callback_threadsafe(lambda: self._start_watching(connection))
 
     def _start_watching(self, connection: Any) -> None:
-        if connection is self.connection.connection and connection.is_open:
+        current = self.connection.connection
+        if current is not None and connection is current and current.is_open:
             self.watcher.start(connection)
 
     def _on_bindings_ready(self) -> None:
@@ -437,7 +437,7 @@ class PublisherEngine:
         else:
             head = None
         if head is None:
-            method_frames = self._fast[mandatory]  # type: ignore[index]
+            method_frames = self._fast[mandatory]  # type: ignore[index]  # only with frames
             headers = self._sent_headers(headers, part)
             if properties is None and not headers:
                 header = content_header_frame(method_frames.channel, size, None)

@@ -5,7 +5,7 @@ publisher (each keeps only its :class:`Policy` and what it publishes for an item
 - :class:`Outbox`, :class:`PauseReason` -- publishes in order, paused by the window, the broker
   (``connection.blocked``), the write buffer or a drain; one write per ioloop turn; no wire
   protocol of its own (it writes to a :class:`Sink`).
-- :class:`Upstream`, :class:`BulkUpstream`, :class:`ItemSettler`, :class:`Sink`,
+- :class:`Upstream`, :class:`BulkUpstream`, :class:`ItemSettler`, :class:`PublishReport`, :class:`Sink`,
   :class:`Unpublishable` -- the seams, as :class:`typing.Protocol` s (:mod:`rtroute.relay.seams`).
 - :class:`AmqpSink` -- the AMQP 0-9-1 sink: a pika channel and its confirm window; the frame_max
   guard.
@@ -47,7 +47,14 @@ if TYPE_CHECKING:
         Verdict,
         VerdictKind,
     )
-    from rtroute.relay.seams import BulkUpstream, ItemSettler, Sink, Unpublishable, Upstream
+    from rtroute.relay.seams import (
+        BulkUpstream,
+        ItemSettler,
+        PublishReport,
+        Sink,
+        Unpublishable,
+        Upstream,
+    )
     from rtroute.relay.timers import Timers
 
 _SUBMODULE = {
@@ -66,6 +73,7 @@ _SUBMODULE = {
     "PauseReason": "outbox",
     "Policy": "policy",
     "PublishOutcome": "bulk",
+    "PublishReport": "seams",
     "Relay": "engine",
     "RetryWithBackoff": "policy",
     "Settlement": "policy",
@@ -97,6 +105,7 @@ __all__ = [
     "PauseReason",
     "Policy",
     "PublishOutcome",
+    "PublishReport",
     "Relay",
     "RetryWithBackoff",
     "Settlement",

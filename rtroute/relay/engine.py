@@ -18,7 +18,7 @@ forgotten: the broker redelivers what was not acked; no timer of that connection
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from rtroute.amqp.confirm_window import ConfirmWindow, Outcome
@@ -27,7 +27,7 @@ from rtroute.relay.bulk import BulkFanIn, PublishOutcome
 from rtroute.relay.fanin import FanIn
 from rtroute.relay.flow import FlowControl
 from rtroute.relay.outbox import Outbox, PauseReason
-from rtroute.relay.outgoing import Item, Outgoing
+from rtroute.relay.outgoing import Outgoing
 from rtroute.relay.policy import Hook, Policy
 from rtroute.relay.seams import BulkUpstream, Upstream
 from rtroute.relay.timers import Timers

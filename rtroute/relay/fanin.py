@@ -19,11 +19,9 @@ from rtroute.amqp.confirm_window import Outcome
 from rtroute.relay.policy import Hook, Policy, Settlement, Verdict, VerdictKind
 
 if TYPE_CHECKING:
-    from rtroute.amqp.confirm_window import PublishFuture
-    from rtroute.relay.bulk import PublishOutcome
     from rtroute.relay.outbox import Outbox
     from rtroute.relay.outgoing import Item, Outgoing
-    from rtroute.relay.seams import Upstream
+    from rtroute.relay.seams import PublishReport, Upstream
     from rtroute.relay.timers import Timers
 
 __all__ = ["FanIn"]
@@ -81,7 +79,7 @@ class FanIn:
 
     # -- outcomes ------------------------------------------------------------------------------
 
-    def on_confirm(self, future: PublishFuture | PublishOutcome) -> None:
+    def on_confirm(self, future: PublishReport) -> None:
         """The window's callback for every publish (the per-message path)."""
         if not self.attached:
             return

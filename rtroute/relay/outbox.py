@@ -33,7 +33,7 @@ from rtroute.relay.seams import Sink, Unpublishable
 if TYPE_CHECKING:
     from rtroute.relay.outgoing import Outgoing
 
-__all__ = ["Outbox", "PauseReason", "header_too_large"]
+__all__ = ["Outbox", "PauseReason"]  # header_too_large: still importable (see __getattr__)
 
 
 def __getattr__(name: str) -> Any:

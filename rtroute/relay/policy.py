@@ -25,8 +25,8 @@ import enum
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
-    from rtroute.amqp.confirm_window import PublishFuture
     from rtroute.relay.outgoing import Item, Outgoing
+    from rtroute.relay.seams import PublishReport
 
 __all__ = ["FAILED", "OK", "Hook", "Policy", "Replace", "Retry", "RetryWithBackoff", "Settle",
            "Settlement", "Verdict", "VerdictKind"]
@@ -151,15 +151,15 @@ class Policy:
     def written(self, count: int) -> None:
         """Without confirms: ``count`` publishes went to the socket in one write."""
 
-    def returned(self, out: Outgoing, future: PublishFuture) -> Verdict:
+    def returned(self, out: Outgoing, future: PublishReport) -> Verdict:
         """``out`` was mandatory and no queue took it (``future.reply_code``/``reply_text``)."""
         return OK
 
-    def nacked(self, out: Outgoing, future: PublishFuture) -> Verdict:
+    def nacked(self, out: Outgoing, future: PublishReport) -> Verdict:
         """The broker nacked ``out``."""
         return FAILED
 
-    def failed(self, out: Outgoing, future: PublishFuture) -> Verdict:
+    def failed(self, out: Outgoing, future: PublishReport) -> Verdict:
         """The publish channel closed before ``out`` had an outcome (``future.reason``)."""
         return FAILED
 
@@ -216,10 +216,10 @@ class RetryWithBackoff(Policy):
         """``out`` is refused (``why``: ``"nacked"`` after its retries, or the reason it cannot
         be published) and settled as ``refused``."""
 
-    def returned(self, out: Outgoing, future: PublishFuture) -> Verdict:
+    def returned(self, out: Outgoing, future: PublishReport) -> Verdict:
         return self.on_unroutable
 
-    def nacked(self, out: Outgoing, future: PublishFuture) -> Verdict:
+    def nacked(self, out: Outgoing, future: PublishReport) -> Verdict:
         item: Any = out.item or out
         attempts = item.attempts
         if attempts >= self.retries:
@@ -228,7 +228,7 @@ class RetryWithBackoff(Policy):
         item.attempts = attempts + 1
         return Retry(min(self.max_delay, self.delay * 2 ** attempts))
 
-    def failed(self, out: Outgoing, future: PublishFuture) -> Verdict:
+    def failed(self, out: Outgoing, future: PublishReport) -> Verdict:
         return _SETTLE[Settlement.LEAVE]
 
     def rejected(self, out: Outgoing, reason: str) -> Verdict:

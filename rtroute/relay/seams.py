@@ -9,6 +9,7 @@ The engine (:class:`~rtroute.relay.engine.Relay`) is built on three parts it doe
 - an :class:`ItemSettler` on each item (``item.settler``): what acks it once every publish of
   it is confirmed (an :class:`~rtroute.amqp.settle.Settler` per consume channel, or the
   :class:`~rtroute.relay.future_upstream.FutureUpstream` itself);
+- a :class:`PublishReport` of each outcome, which the policy reads;
 - a :class:`Sink` under the outbox: the publish channel the outbox writes to. The AMQP 0-9-1
   one (a channel, with or without its :class:`~rtroute.amqp.confirm_window.ConfirmWindow`) is
   :class:`~rtroute.relay.amqp_sink.AmqpSink`; the outbox itself knows no wire protocol, so a
@@ -23,15 +24,37 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from rtroute.amqp.confirm_future import Outcome
     from rtroute.relay.outgoing import Item, Outgoing
     from rtroute.relay.policy import Settlement
 
-__all__ = ["BulkUpstream", "ItemSettler", "Sink", "Unpublishable", "Upstream"]
+__all__ = ["BulkUpstream", "ItemSettler", "PublishReport", "Sink", "Unpublishable", "Upstream"]
 
 
 class Unpublishable(Exception):
     """A sink cannot encode a publish (its properties have no encoding on the wire): it is
     never written; the policy's ``rejected`` gets ``str(exc)``."""
+
+
+class PublishReport(Protocol):
+    """What the policy is told of one publish's outcome: a sink's future (the AMQP sink's
+    :class:`~rtroute.amqp.confirm_window.PublishFuture`), or a
+    :class:`~rtroute.relay.bulk.PublishOutcome` for a publish that had none."""
+
+    @property
+    def context(self) -> Any: ...
+
+    @property
+    def outcome(self) -> Outcome | None: ...
+
+    @property
+    def reason(self) -> str | None: ...
+
+    @property
+    def reply_code(self) -> int | None: ...
+
+    @property
+    def reply_text(self) -> str | None: ...
 
 
 class ItemSettler(Protocol):

@@ -69,6 +69,12 @@ class SourceDelivery(Item):
 
     __slots__ = ("checked", "exchange", "frame_count", "frames", "parts", "routing_key",
                  "source_exchange", "source_key")
+    # the slots set once it is addressed (Source.on_delivery), for the type checker
+    checked: bool
+    exchange: str
+    frame_count: int
+    frames: list[bytes]
+    routing_key: str
 
     # the Outgoing attributes every shovel publish shares
     item = None            # its own item
@@ -146,6 +152,7 @@ class Source(Side):
     def address(self, destination: Destination) -> None:
         """Both sides are ready: the destination's channel and frame size (see
         :meth:`Destination.prepare`)."""
+        # made by Destination.prepare, which runs first
         self.method_frame = destination.method_frames.get  # type: ignore[union-attr]
         self.same_framing = destination.same_framing
         self.channel_number = destination.channel_number
@@ -229,6 +236,7 @@ class Source(Side):
         channel = self.channel
         channel.add_on_cancel_callback(lambda _frame: self.session.fail(
             "the source broker cancelled the consumer (queue deleted?)"))
+        # installed when the connection opened, before any consume
         self.reader.intercept(channel.channel_number, self.on_delivery)  # type: ignore[union-attr]
         self.consumer_tag = channel.basic_consume(
             self.queue, self._on_unexpected_message, auto_ack=self.auto_ack,

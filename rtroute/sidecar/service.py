@@ -25,6 +25,7 @@ the ioloop's may call.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -376,7 +377,7 @@ class Sidecar:
             if ex.watcher is None:
                 self._consume(ex)
                 continue
-            ex.on_bindings_ready = lambda ex=ex: self._consume(ex)
+            ex.on_bindings_ready = functools.partial(self._consume, ex)
             ex.watcher.start(connection)  # keeps what it knew across reconnects
             if ex.watcher.ready:
                 self._consume(ex)
@@ -402,7 +403,7 @@ class Sidecar:
                      else ExchangeState.RUNNING)
         self._notify_ready()
         LOG.info("exchange %s: consuming %s (%s bindings known)", ex.spec.name, what,
-                 "broker-routed, no" if ex.broker_routed else ex.router.binding_count())
+                 "broker-routed, no" if ex.broker_routed else ex.binding_count())
 
     def _notify_ready(self) -> None:
         """Tells systemd (Type=notify) once, when every exchange consumes."""
