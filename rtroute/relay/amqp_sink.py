@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pika.exceptions
 
@@ -25,6 +25,9 @@ from rtroute.amqp import frames as amqp_frames
 from rtroute.amqp.confirm_window import ConfirmWindow, WindowClosed, WindowFull
 from rtroute.relay.outgoing import Outgoing
 from rtroute.relay.seams import Unpublishable
+
+if TYPE_CHECKING:
+    from rtroute.relay.seams import Sink
 
 __all__ = ["ENCODING_ERRORS", "AmqpSink", "header_too_large"]
 
@@ -145,3 +148,7 @@ def _encoded(channel: int, out: Outgoing, frame_max: int) -> list[bytes]:
                                        amqp_frames.shortstr(out.routing_key), out.mandatory)
     header = Header(channel, len(body), out.properties).marshal()
     return [method, header, *amqp_frames.body_frames(channel, body, frame_max)]
+
+
+if TYPE_CHECKING:  # mypy holds the AMQP sink to the seam (tests/test_typecheck.py)
+    _SINK: type[Sink] = AmqpSink

@@ -1,0 +1,168 @@
+"""The relay's seams and its facade: the outbox knows no wire protocol, users call only the
+Relay, per-message hooks are registered, verdicts are an enum, and the facade's room, abandon
+and detach on the stub broker."""
+from __future__ import annotations
+
+import ast
+import pathlib
+import re
+
+import pytest
+
+import rtroute.relay
+from rtroute.relay import Hook, Outgoing, Policy, Settlement, Verdict, VerdictKind
+from rtroute.relay.policy import FAILED, OK, Replace, Retry, Settle
+
+from .rig import Rig
+
+RELAY = pathlib.Path(rtroute.relay.__file__).parent
+RTROUTE = RELAY.parent
+
+# --- the shape ---------------------------------------------------------------------------------
+
+
+def test_the_outbox_imports_no_pika_and_nothing_of_the_amqp_layer():
+    """It writes to a Sink (relay/seams.py): the AMQP 0-9-1 one is relay/amqp_sink.py."""
+    tree = ast.parse((RELAY / "outbox.py").read_text())
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            imported.add(node.module)
+        elif isinstance(node, ast.Import):
+            imported.update(alias.name for alias in node.names)
+    assert not [m for m in imported if m.split(".")[0] == "pika" or m.startswith("rtroute.amqp")]
+    assert "rtroute.relay.seams" in imported
+
+
+#: what only the relay may touch: its parts, and the window's counters
+REACHING_IN = re.compile(r"\.(outbox|fanin|flow)\b|relay\.upstream\b|"
+                         r"window\.(in_flight|window|has_room)\b|"
+                         r"\bBulkFanIn\b|\bPublishOutcome\b|\bFanIn\b|\bOutbox\b")
+
+
+@pytest.mark.parametrize("package", ["publisher", "sidecar", "shovel", "divert"])
+def test_users_call_only_the_relay_facade(package):
+    found = []
+    for path in sorted((RTROUTE / package).rglob("*.py")):
+        for number, line in enumerate(path.read_text().splitlines(), start=1):
+            code = line.split("#", 1)[0]
+            if code.strip().startswith((":", '"', "'")) or ":class:" in code \
+                    or ":meth:" in code or ":mod:" in code:
+                continue  # documentation
+            if REACHING_IN.search(code):
+                found.append(f"{path.relative_to(RTROUTE)}:{number}: {line.strip()}")
+    assert found == []
+
+
+# --- policies ----------------------------------------------------------------------------------
+
+
+def test_a_per_message_hook_runs_only_when_registered_and_an_unregistered_one_is_an_error():
+    with pytest.raises(TypeError, match="acked.*Hook.ACKED"):
+        class Forgetful(Policy):  # noqa: F841 - the class statement is what fails
+            def acked(self, out):
+                pass
+
+    class Counting(Policy):
+        hooks = frozenset({Hook.ACKED, Hook.PUBLISHED})
+
+        def __init__(self) -> None:
+            self.acked_outs: list = []
+            self.published_outs: list = []
+
+        def acked(self, out):
+            self.acked_outs.append(out)
+
+        def published(self, out):
+            self.published_outs.append(out)
+
+    rig = Rig(Counting())
+    entry = rig.single()
+    rig.turn()
+    rig.broker.ack(1)
+    rig.turn()
+    assert rig.policy.published_outs == [entry] and rig.policy.acked_outs == [entry]
+    assert Policy.hooks == frozenset()
+
+
+def test_verdicts_are_an_enum_that_still_compares_as_its_old_strings():
+    out = Outgoing("ex", "k")
+    assert OK.kind is VerdictKind.OK and OK.kind == "ok"
+    assert FAILED.kind is VerdictKind.FAILED
+    assert Retry(2.0).kind is VerdictKind.RETRY and Retry(2.0).delay == 2.0
+    assert Replace(out).kind is VerdictKind.REPLACE and Replace(out).out is out
+    assert Settle(Settlement.HOLD).kind is VerdictKind.SETTLE
+    assert Verdict("failed").kind is VerdictKind.FAILED
+    assert repr(Retry(1.5)) == "<Verdict retry 1.5>" and repr(OK) == "<Verdict ok>"
+    with pytest.raises(ValueError):
+        Verdict("maybe")
+
+
+# --- the facade --------------------------------------------------------------------------------
+
+
+def test_room_is_the_window_s_free_slots_and_none_while_anything_pauses_or_waits():
+    rig = Rig(window=3)
+    assert rig.relay.room == 3 and rig.relay.open
+    rig.single()
+    rig.turn()
+    assert rig.relay.room == 2 and rig.relay.in_flight == 1
+    rig.single()
+    rig.single()
+    assert rig.relay.room == 0
+    rig.single()                                   # waits: the window is full
+    rig.turn()
+    rig.broker.ack(3, multiple=True)
+    rig.turn()
+    assert rig.relay.in_flight == 1 and rig.relay.room == 2
+    rig.broker.block()
+    assert rig.relay.room == 0
+    rig.broker.unblock()
+    assert rig.relay.room == 2
+    assert rig.relay.published == 4
+    rig.broker.drop_connection()
+    assert rig.relay.room == 0 and not rig.relay.open
+
+
+class Unsent(Policy):
+    """Fails what never went out (as the publisher does), recording what it was asked."""
+
+    def __init__(self) -> None:
+        self.unsent_asked: list = []
+        self.failed_reasons: list = []
+
+    def unsent(self, out, reason):
+        self.unsent_asked.append((out, reason))
+        return True
+
+    def failed(self, out, future):
+        self.failed_reasons.append(future.reason)
+        return FAILED
+
+    def settlement(self, item):
+        return Settlement.LEAVE
+
+
+def test_detach_asks_the_policy_about_publishes_never_sent():
+    rig = Rig(Unsent(), window=1)
+    first, second = rig.item(), rig.item()
+    rig.relay.submit(first, [rig.out(first)])
+    out = rig.out(second)
+    rig.relay.submit(second, [out])                # waits: the window is full
+    rig.turn()
+    assert list(rig.relay.queued) == [out]
+    assert rig.relay.detach("connection lost: gone") == []
+    assert rig.policy.unsent_asked == [(out, "connection lost: gone")]
+    assert rig.policy.failed_reasons == ["connection lost: gone"]
+    assert second.failed and second.awaiting == 0
+
+
+def test_by_default_detach_forgets_what_never_went_out_and_returns_it():
+    rig = Rig(window=1)
+    first, second = rig.item(), rig.item()
+    rig.relay.submit(first, [rig.out(first)])
+    out = rig.out(second)
+    rig.relay.submit(second, [out])
+    rig.turn()
+    assert rig.relay.detach() == [out]
+    assert not second.failed and second.awaiting == 1  # the broker redelivers it
