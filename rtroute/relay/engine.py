@@ -32,9 +32,12 @@ from rtroute.relay.policy import Hook, Policy
 from rtroute.relay.seams import BulkUpstream, Upstream
 from rtroute.relay.timers import Timers
 
-__all__ = ["Relay"]
+__all__ = ["DRAIN_POLL", "Relay"]
 
 _FAILED = Outcome.FAILED
+
+#: Seconds between two looks of :meth:`Relay.when_drained`.
+DRAIN_POLL = 0.05
 
 
 class Relay:
@@ -267,6 +270,33 @@ class Relay:
         """True once nothing awaits a confirm and every ack went out (while draining, what is
         parked counts as done: the broker requeues it)."""
         return not self.outbox.in_flight and self.upstream.idle
+
+    def when_drained(self, callback: Callable[[], Any], timeout: float,
+                     poll: float = DRAIN_POLL) -> None:
+        """Call ``callback()`` once, when :attr:`drained` holds, the publish channel is no
+        longer :attr:`open` (what is unsettled is the broker's to redeliver), or ``timeout``
+        seconds have passed, whichever comes first; looked at every ``poll`` seconds (on the
+        ioloop itself: neither a drain nor a detach cancels it)."""
+        ioloop = self.timers.ioloop
+        done = False
+
+        def finish() -> None:
+            nonlocal done
+            if not done:
+                done = True
+                callback()
+
+        def check() -> None:
+            if done:
+                return
+            if not self.drained and self.open:
+                ioloop.call_later(poll, check)
+                return
+            ioloop.remove_timeout(deadline)
+            finish()
+
+        deadline = ioloop.call_later(timeout, finish)
+        check()
 
     # -- items ---------------------------------------------------------------------------------
 

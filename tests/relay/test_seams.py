@@ -166,3 +166,38 @@ def test_by_default_detach_forgets_what_never_went_out_and_returns_it():
     rig.turn()
     assert rig.relay.detach() == [out]
     assert not second.failed and second.awaiting == 1  # the broker redelivers it
+
+
+def test_when_drained_calls_back_once_every_publish_is_answered_and_its_item_acked():
+    rig = Rig()
+    item = rig.item()
+    rig.relay.submit(item, [rig.out(item)])
+    rig.turn()
+    calls: list[str] = []
+    rig.relay.when_drained(lambda: calls.append("drained"), timeout=10)
+    rig.ioloop.advance(0.2)
+    assert calls == []
+    rig.broker.ack(1)
+    rig.turn()
+    assert rig.settled() == [("ack", item.tag, True)]
+    rig.ioloop.advance(0.1)
+    assert calls == ["drained"]
+    rig.ioloop.advance(20)
+    assert calls == ["drained"]                    # once: the timeout does not call again
+
+
+def test_when_drained_gives_up_at_the_timeout_or_once_the_channel_is_gone():
+    rig = Rig()
+    item = rig.item()
+    rig.relay.submit(item, [rig.out(item)])
+    rig.turn()
+    calls: list[str] = []
+    rig.relay.when_drained(lambda: calls.append("timeout"), timeout=1)
+    rig.ioloop.advance(0.9)
+    assert calls == []
+    rig.ioloop.advance(0.2)
+    assert calls == ["timeout"]
+    rig.relay.when_drained(lambda: calls.append("gone"), timeout=60)
+    rig.broker.drop_connection()                   # the broker redelivers what is unacked
+    rig.ioloop.advance(0.1)
+    assert calls == ["timeout", "gone"]
