@@ -24,31 +24,14 @@ from __future__ import annotations
 import enum
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from rtroute.relay.seams import Settlement
+
 if TYPE_CHECKING:
     from rtroute.relay.outgoing import Item, Outgoing
     from rtroute.relay.seams import PublishReport
 
 __all__ = ["FAILED", "OK", "Hook", "Policy", "Replace", "Retry", "RetryWithBackoff", "Settle",
            "Settlement", "Verdict", "VerdictKind"]
-
-
-class Settlement(enum.Enum):
-    """How an item is settled upstream."""
-
-    ACK = "ack"
-    """Acked with the turn's ``multiple`` ack."""
-    REQUEUE = "requeue"
-    """Requeued now with ``basic.reject`` (its handling failed)."""
-    HOLD = "hold"
-    """Parked, then requeued with ``basic.nack`` after the upstream's ``hold_delay``."""
-    BACKOFF = "backoff"
-    """Parked, then requeued with ``basic.nack`` after a delay that doubles each round until
-    the destination accepts a message again."""
-    DEAD_LETTER = "dead_letter"
-    """``basic.nack`` without requeue when the source queue has a dead-letter exchange;
-    otherwise as ``BACKOFF`` (nothing is dropped)."""
-    LEAVE = "leave"
-    """Nothing: its channel is going, and the broker redelivers it."""
 
 
 class VerdictKind(str, enum.Enum):

@@ -20,15 +20,36 @@ given against it (``pyproject.toml``'s ``[tool.mypy]``, run by ``tests/test_type
 """
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from rtroute.amqp.confirm_future import Outcome
     from rtroute.relay.outgoing import Item, Outgoing
-    from rtroute.relay.policy import Settlement
 
-__all__ = ["BulkUpstream", "ItemSettler", "PublishReport", "Sink", "Unpublishable", "Upstream"]
+__all__ = ["BulkUpstream", "ItemSettler", "PublishReport", "Settlement", "Sink",
+           "Unpublishable", "Upstream"]
+
+
+class Settlement(enum.Enum):
+    """How an item is settled upstream (:meth:`Upstream.settle_as`; importable from
+    :mod:`rtroute.relay.policy`, whose verdicts name it, too)."""
+
+    ACK = "ack"
+    """Acked with the turn's ``multiple`` ack."""
+    REQUEUE = "requeue"
+    """Requeued now with ``basic.reject`` (its handling failed)."""
+    HOLD = "hold"
+    """Parked, then requeued with ``basic.nack`` after the upstream's ``hold_delay``."""
+    BACKOFF = "backoff"
+    """Parked, then requeued with ``basic.nack`` after a delay that doubles each round until
+    the destination accepts a message again."""
+    DEAD_LETTER = "dead_letter"
+    """``basic.nack`` without requeue when the source queue has a dead-letter exchange;
+    otherwise as ``BACKOFF`` (nothing is dropped)."""
+    LEAVE = "leave"
+    """Nothing: its channel is going, and the broker redelivers it."""
 
 
 class Unpublishable(Exception):
