@@ -113,11 +113,26 @@ class AmqpSink:
 
     def check(self, out: Outgoing) -> str | None:
         """Why ``out`` cannot be published here (too large a header, properties pika cannot
-        encode), or None."""
+        encode), or None: :func:`header_too_large`, inlined (the sidecar's republishes come
+        through here one by one)."""
+        data = out.frames
         try:
-            return header_too_large(out, self.frame_max)
+            if data is not None:
+                size = len(data[1]) if isinstance(data, list) \
+                    else amqp_frames.content_header_size(data)
+            elif out.properties is not None:
+                body = out.body
+                size = amqp_frames.properties_frame_size(
+                    len(body) if isinstance(body, bytes) else 0, out.properties)
+            else:
+                return None
         except ENCODING_ERRORS as exc:
             return f"its properties cannot be encoded ({type(exc).__name__}: {exc})"
+        frame_max = self.frame_max
+        if not frame_max or size - 8 <= frame_max:
+            return None
+        return (f"its properties and headers ({size - 8} bytes as a content header) exceed "
+                f"the connection's frame_max ({frame_max} bytes)")
 
     def encode(self, out: Outgoing) -> tuple[bytes | list[bytes], int]:
         """``out`` (properties and body) as frames for this channel: method, header, bodies.
