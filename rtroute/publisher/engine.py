@@ -134,7 +134,6 @@ class PublisherEngine:
                            window=window, low_watermark=window // 2, bulk=True,
                            label=f"publisher of {exchange!r}", on_broken=self._on_broken,
                            on_resumed=self.drain)
-        self.attached = False  # a publish channel was attached and not lost since
         self._fast: dict[bool, frames.PublishFrames] | None = None
         self._head_cache: dict[tuple, bytes] = {}  # of one connection (its channel number)
         self._last_head: tuple = (None, -1, None, b"")  # (publish, size, mandatory, head)
@@ -151,7 +150,7 @@ class PublisherEngine:
     @property
     def ready(self) -> bool:
         """Connected, in confirm mode, and the bindings have been listed at least once."""
-        return self.attached and self.relay.open and self.watcher.ready
+        return self.relay.open and self.watcher.ready
 
     def idle(self) -> bool:
         """Nothing queued, being routed, waiting in the relay or awaiting a confirm."""
@@ -165,7 +164,7 @@ class PublisherEngine:
         return self.relay.in_flight
 
     def not_ready_reason(self) -> str:
-        if not self.attached:
+        if not self.relay.open:
             return self.connection.last_error or "not connected yet"
         return f"bindings of {self.bindings_exchange!r} not listed yet" + (
             f" ({self.watcher.last_error})" if self.watcher.last_error else "")
@@ -226,7 +225,6 @@ class PublisherEngine:
             {flag: frames.PublishFrames(channel.channel_number, 4096, flag)
              for flag in (False, True)}
         self.relay.attach(channel, reader, on_ready=self.drain)
-        self.attached = True
 
     def _verify_management(self, connection: Any) -> None:
         try:
@@ -264,7 +262,6 @@ class PublisherEngine:
     def _on_lost(self, reason: str) -> None:
         # the window has failed what was in flight; a message cut short fails too (its other
         # publishes may have been routed): the policy's unsent() says so
-        self.attached = False
         self.relay.detach(reason)
         if self.starting and "NOT_FOUND" in reason and self.bindings_exchange in reason:
             self.give_up(f"exchange {self.bindings_exchange!r} does not exist: start the "
@@ -282,7 +279,7 @@ class PublisherEngine:
         with self.lock:
             self.wakeup_scheduled = False
         relay = self.relay
-        if not self.attached or not self.watcher.ready:
+        if not self.watcher.ready:
             return
         try:
             while True:
