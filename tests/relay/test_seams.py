@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 import pathlib
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -32,6 +34,13 @@ def test_the_outbox_imports_no_pika_and_nothing_of_the_amqp_layer():
             imported.update(alias.name for alias in node.names)
     assert not [m for m in imported if m.split(".")[0] == "pika" or m.startswith("rtroute.amqp")]
     assert "rtroute.relay.seams" in imported
+    code = ("import sys, rtroute.relay.outbox\n"
+            "assert not [m for m in sys.modules if m.split('.')[0] == 'pika'], 'pika'\n"
+            "from rtroute.relay.outbox import header_too_large  # its old home still serves\n"
+            "print(header_too_large.__module__)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.stdout.strip() == "rtroute.relay.amqp_sink", done.stderr
 
 
 #: what only the relay may touch: its parts, and the window's counters
@@ -59,7 +68,7 @@ def test_users_call_only_the_relay_facade(package):
 
 def test_a_per_message_hook_runs_only_when_registered_and_an_unregistered_one_is_an_error():
     with pytest.raises(TypeError, match="acked.*Hook.ACKED"):
-        class Forgetful(Policy):  # noqa: F841 - the class statement is what fails
+        class Forgetful(Policy):  # the class statement is what fails
             def acked(self, out):
                 pass
 
