@@ -210,3 +210,91 @@ def test_when_drained_gives_up_at_the_timeout_or_once_the_channel_is_gone():
     rig.broker.drop_connection()                   # the broker redelivers what is unacked
     rig.ioloop.advance(0.1)
     assert calls == ["timeout", "gone"]
+
+
+# --- a sink of another protocol ------------------------------------------------------------------
+
+
+class Full(Exception):
+    pass
+
+
+class Gone(Exception):
+    pass
+
+
+class ListSink:
+    """A sink of no wire protocol: it keeps what it is given (a Sink by its shape alone)."""
+
+    full = (Full,)
+    gone = (Gone,)
+
+    def __init__(self, confirms: bool, room: int = 2) -> None:
+        self.confirms = confirms
+        self.closing = False
+        self.capacity = room
+        self.sent: list[tuple[str, bytes]] = []
+        self.writes: list[tuple[bytes, int]] = []
+        self.callbacks: list = []
+
+    @property
+    def in_flight(self) -> int:
+        return len(self.callbacks)
+
+    @property
+    def room(self) -> int:
+        return self.capacity - len(self.callbacks)
+
+    def check(self, out):
+        return "too long" if len(out.routing_key) > 10 else None
+
+    def encode(self, out):
+        return b"encoded:" + out.body, 1
+
+    def publish_frames(self, exchange, routing_key, data, frame_count, body=None,
+                       mandatory=False, callback=None, context=None):
+        if self.room <= 0:
+            raise Full()
+        self.sent.append((routing_key, data))
+        self.callbacks.append((callback, context))
+
+    def publish_frames_in_bulk(self, messages, frame_count, contexts):
+        raise Gone()
+
+    def write(self, data, frame_count):
+        self.writes.append((data, frame_count))
+
+
+def test_the_outbox_publishes_through_any_sink_with_its_own_errors():
+    from rtroute.relay.outbox import Outbox, PauseReason
+
+    from .stub_broker import StubIOLoop
+
+    ioloop = StubIOLoop()
+    rejected: list = []
+    outbox = Outbox(ioloop, on_confirm=lambda future: None,
+                    on_rejected=lambda out, reason: rejected.append((out.routing_key, reason)))
+    sink = ListSink(confirms=True)
+    outbox.attach(sink)
+    outs = [Outgoing("ex", key, body=b"x", checked=False)
+            for key in ("a", "b", "much-too-long", "c")]
+    for out in outs:
+        outbox.put(out)
+    assert [key for key, _ in sink.sent] == ["a", "b"] and sink.sent[0][1] == b"encoded:x"
+    assert rejected == [("much-too-long", "too long")]   # never handed over
+    assert PauseReason.WINDOW in outbox.pause_reasons and outbox.room == 0
+    assert [out.routing_key for out in outbox.queued] == ["c"]
+    sink.callbacks.clear()
+    outbox.resume(PauseReason.WINDOW)
+    assert [key for key, _ in sink.sent] == ["a", "b", "c"] and outbox.room == 1
+
+    unconfirmed = Outbox(ioloop, on_confirm=lambda future: None,
+                         on_rejected=lambda out, reason: None)
+    writer = ListSink(confirms=False)
+    unconfirmed.attach(writer)
+    for key in ("d", "e"):
+        unconfirmed.put(Outgoing("ex", key, frames=b"[" + key.encode() + b"]", frame_count=3,
+                                 checked=True))
+    assert writer.writes == []
+    ioloop.run()                                   # one write at the end of the turn
+    assert writer.writes == [(b"[d][e]", 6)]
