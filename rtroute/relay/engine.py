@@ -121,8 +121,9 @@ class Relay:
         self.on_bulk_settled: Callable[[list, Any, str | None], Any] | None = None
         self._bulk: BulkFanIn | None = None
         if bulk:
-            bulk_upstream: BulkUpstream = upstream  # type: ignore[assignment]  # bulk: says so
-            self._bulk = BulkFanIn(self.fanin, bulk_upstream, policy)
+            if not isinstance(upstream, BulkUpstream):
+                raise TypeError(f"bulk needs a BulkUpstream (with ack_many), not {upstream!r}")
+            self._bulk = BulkFanIn(self.fanin, upstream, policy)
             self.on_bulk_settled = self._bulk.settled
         self.put = self.outbox.put
         self.submit = self.fanin.submit
@@ -154,8 +155,8 @@ class Relay:
 
     @property
     def open(self) -> bool:
-        """True while a publish channel is attached and not closing (with confirms: in
-        confirm mode)."""
+        """True while a publish channel is attached and not closing (with confirms: its
+        window not closed)."""
         sink = self.outbox.sink
         if sink is None:
             return False

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from rtroute.amqp.confirm_future import Outcome
@@ -111,6 +111,7 @@ class Upstream(Protocol):
     def reset(self) -> None: ...
 
 
+@runtime_checkable
 class BulkUpstream(Upstream, Protocol):
     """An upstream that also takes the items one confirm acked together, each its own single
     publish (:class:`~rtroute.relay.bulk.BulkFanIn`)."""

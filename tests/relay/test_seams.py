@@ -298,3 +298,17 @@ def test_the_outbox_publishes_through_any_sink_with_its_own_errors():
     assert writer.writes == []
     ioloop.run()                                   # one write at the end of the turn
     assert writer.writes == [(b"[d][e]", 6)]
+
+
+def test_bulk_needs_an_upstream_that_takes_acks_in_bulk():
+    from rtroute.relay import BrokerUpstream, FutureUpstream, Relay, Timers
+
+    from .stub_broker import StubIOLoop
+
+    timers = Timers(StubIOLoop())
+    with pytest.raises(TypeError, match="BulkUpstream"):
+        Relay(timers, Policy(), BrokerUpstream(timers), window=10, bulk=True)
+    relay = Relay(timers, Policy(), FutureUpstream(lambda items: None), window=10, bulk=True)
+    assert relay.on_bulk_settled is not None
+    with pytest.raises(RuntimeError, match="without bulk"):
+        Relay(timers, Policy(), BrokerUpstream(timers), window=10).put_bulk([], 0, [])
