@@ -54,6 +54,7 @@ from rtroute.routing.delivery_plan import Publish
 from rtroute.routing.exchange_router import ExchangeRouter
 
 if TYPE_CHECKING:
+    from rtroute.amqp.confirm_window import ConfirmWindow
     from rtroute.publisher.future import MessageFuture
     from rtroute.publisher.policy import PublisherPolicy
 
@@ -162,6 +163,11 @@ class PublisherEngine:
     def in_flight(self) -> int:
         """Publishes awaiting their confirm."""
         return self.relay.in_flight
+
+    @property
+    def window(self) -> ConfirmWindow | None:
+        """The relay's confirm window (None: not connected)."""
+        return self.relay.window
 
     def not_ready_reason(self) -> str:
         if not self.relay.open:
