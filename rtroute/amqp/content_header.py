@@ -199,6 +199,21 @@ class BasicProperties:
     """
 
     __slots__ = PROPERTY_NAMES
+    # the slots, for the type checker (the types as decoded: see the class docstring)
+    content_type: str | bytes | None
+    content_encoding: str | bytes | None
+    headers: Any
+    delivery_mode: int | None
+    priority: int | None
+    correlation_id: str | bytes | None
+    reply_to: str | bytes | None
+    expiration: str | bytes | None
+    message_id: str | bytes | None
+    timestamp: int | None
+    type: str | bytes | None
+    user_id: str | bytes | None
+    app_id: str | bytes | None
+    cluster_id: str | bytes | None
 
     def __init__(self, **properties: Any) -> None:
         for name in PROPERTY_NAMES:

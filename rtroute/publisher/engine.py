@@ -13,22 +13,21 @@ then, in the ioloop thread:
   properties of its own depend only on where it goes and its body size, so they are made once
   and kept (:data:`FRAME_CACHE` of them);
 - hands the common case (one non-mandatory publish per message) to the window in bulk
-  (:meth:`Outbox.put_bulk <rtroute.relay.outbox.Outbox.put_bulk>`, outcomes through
-  :class:`~rtroute.relay.bulk.BulkFanIn`), and every other publish (mandatory, one of several,
-  or encoded by pika) to the relay as an :class:`~rtroute.relay.outgoing.Outgoing` of the
-  message's future (an :class:`~rtroute.relay.outgoing.Item`), whose fan-in counts them.
+  (:meth:`Relay.put_bulk <rtroute.relay.engine.Relay.put_bulk>`), and every other publish
+  (mandatory, one of several, or encoded by pika) to the relay as an
+  :class:`~rtroute.relay.outgoing.Outgoing` of the message's future (an
+  :class:`~rtroute.relay.outgoing.Item`), which counts them.
 
-The relay's :class:`~rtroute.relay.fanin.FanIn` maps each outcome back to its future, the
-publisher's policy (:class:`~rtroute.publisher.PublisherPolicy`) says what a nack, a return, a
-failure or a rejection means, and a :class:`~rtroute.relay.future_upstream.FutureUpstream`
-resolves or fails the future. ``connection.blocked`` pauses the relay's outbox
-(:class:`~rtroute.relay.flow.FlowControl`, through :meth:`Relay.watch
-<rtroute.relay.engine.Relay.watch>`): nothing is routed meanwhile, and messages wait in the
-queue, in order.
+The engine uses the :class:`~rtroute.relay.engine.Relay` facade only: the relay maps each
+outcome back to its future, the publisher's policy (:class:`~rtroute.publisher.PublisherPolicy`)
+says what a nack, a return, a failure, a rejection or a publish never sent means, and a
+:class:`~rtroute.relay.future_upstream.FutureUpstream` resolves or fails the future.
+``connection.blocked`` leaves the relay no :attr:`~rtroute.relay.engine.Relay.room`: nothing is
+routed meanwhile, and messages wait in the queue, in order.
 
 A lost connection fails what was in flight (the window) and the publishes of a message cut
-short (:class:`~rtroute.publisher.PublishFailed`); messages still in the queue wait for the next
-connection.
+short (the relay's detach asks the policy: :class:`~rtroute.publisher.PublishFailed`);
+messages still in the queue wait for the next connection.
 """
 from __future__ import annotations
 
@@ -43,11 +42,10 @@ import pika
 from rtroute.amqp import frames
 from rtroute.amqp.binding_watcher import BindingWatcher
 from rtroute.amqp.broker_identity import identity_from_server_properties
-from rtroute.amqp.confirm_window import ConfirmWindow, Outcome
 from rtroute.amqp.connection import ReconnectingConnection
 from rtroute.amqp.content_header import PROPERTY_NAMES, content_header_frame
 from rtroute.amqp.management import ManagementClient, ManagementError, WrongBroker
-from rtroute.relay.bulk import BulkFanIn, PublishOutcome
+from rtroute.publisher.policy import CLOSED
 from rtroute.relay.engine import Relay
 from rtroute.relay.future_upstream import FutureUpstream
 from rtroute.relay.outgoing import Outgoing
@@ -56,6 +54,7 @@ from rtroute.routing.delivery_plan import Publish
 from rtroute.routing.exchange_router import ExchangeRouter
 
 if TYPE_CHECKING:
+    from rtroute.amqp.confirm_window import ConfirmWindow
     from rtroute.publisher.future import MessageFuture
     from rtroute.publisher.policy import PublisherPolicy
 
@@ -133,12 +132,9 @@ class PublisherEngine:
             connection_name=connection_name)
         self.upstream = FutureUpstream(on_settled)
         self.relay = Relay(Timers(self.connection.ioloop), policy, self.upstream,
-                           window=window, low_watermark=window // 2,
+                           window=window, low_watermark=window // 2, bulk=True,
                            label=f"publisher of {exchange!r}", on_broken=self._on_broken,
                            on_resumed=self.drain)
-        self._bulk = BulkFanIn(self.relay.fanin, self.upstream, policy)
-        self.relay.on_bulk_settled = self._bulk.settled  # each window is made with it
-        self.window: ConfirmWindow | None = None  # the relay's, once it takes bulk outcomes
         self._fast: dict[bool, frames.PublishFrames] | None = None
         self._head_cache: dict[tuple, bytes] = {}  # of one connection (its channel number)
         self._last_head: tuple = (None, -1, None, b"")  # (publish, size, mandatory, head)
@@ -155,23 +151,26 @@ class PublisherEngine:
     @property
     def ready(self) -> bool:
         """Connected, in confirm mode, and the bindings have been listed at least once."""
-        window = self.window
-        return window is not None and not window.closed and self.watcher.ready
+        return self.relay.open and self.watcher.ready
 
     def idle(self) -> bool:
-        """Nothing queued, being routed, waiting in the outbox or awaiting a confirm."""
-        window = self.relay.window  # read once: the ioloop thread may detach meanwhile
-        return not self.queue and not self.taken and not self.relay.outbox.queued \
-            and (window is None or window.in_flight == 0)
+        """Nothing queued, being routed, waiting in the relay or awaiting a confirm."""
+        relay = self.relay
+        return not self.queue and not self.taken and not relay.queued \
+            and relay.in_flight == 0
 
     @property
     def in_flight(self) -> int:
         """Publishes awaiting their confirm."""
-        window = self.relay.window
-        return window.in_flight if window is not None else 0
+        return self.relay.in_flight
+
+    @property
+    def window(self) -> ConfirmWindow | None:
+        """The relay's confirm window (None: not connected)."""
+        return self.relay.window
 
     def not_ready_reason(self) -> str:
-        if self.window is None:
+        if not self.relay.open:
             return self.connection.last_error or "not connected yet"
         return f"bindings of {self.bindings_exchange!r} not listed yet" + (
             f" ({self.watcher.last_error})" if self.watcher.last_error else "")
@@ -200,13 +199,10 @@ class PublisherEngine:
         with self.lock:
             items = list(self.queue)
             self.queue.clear()
-        fanin = self.relay.fanin
-        for out in self.relay.outbox.clear():  # publishes of a message cut short
-            self._policy.closed(out.item or out)
-            fanin.on_confirm(PublishOutcome(out, Outcome.FAILED, "closed"))
+        self.relay.abandon(CLOSED)  # publishes of a message cut short: the policy fails them
         for item in items:
             self._policy.closed(item[0])
-            fanin.submit(item[0], ())
+            self.relay.submit(item[0], ())
 
     # -- connection (ioloop thread) ------------------------------------------------------------
 
@@ -235,7 +231,6 @@ class PublisherEngine:
             {flag: frames.PublishFrames(channel.channel_number, 4096, flag)
              for flag in (False, True)}
         self.relay.attach(channel, reader, on_ready=self.drain)
-        self.window = self.relay.window
 
     def _verify_management(self, connection: Any) -> None:
         try:
@@ -253,7 +248,8 @@ class PublisherEngine:
         self.connection.add_callback_threadsafe(lambda: self._start_watching(connection))
 
     def _start_watching(self, connection: Any) -> None:
-        if connection is self.connection.connection and connection.is_open:
+        current = self.connection.connection
+        if current is not None and connection is current and current.is_open:
             self.watcher.start(connection)
 
     def _on_bindings_ready(self) -> None:
@@ -271,13 +267,8 @@ class PublisherEngine:
 
     def _on_lost(self, reason: str) -> None:
         # the window has failed what was in flight; a message cut short fails too (its other
-        # publishes may have been routed), while the fan-in still takes outcomes
-        self.window = None
-        relay = self.relay
-        for out in relay.outbox.clear():
-            self._policy.not_sent(out.item or out, f"connection lost: {reason}")
-            relay.fanin.on_confirm(PublishOutcome(out, Outcome.FAILED, reason))
-        relay.detach()
+        # publishes may have been routed): the policy's unsent() says so
+        self.relay.detach(reason)
         if self.starting and "NOT_FOUND" in reason and self.bindings_exchange in reason:
             self.give_up(f"exchange {self.bindings_exchange!r} does not exist: start the "
                          f"sidecar for {self.exchange!r} once (`rtroute run --rtopic "
@@ -289,18 +280,17 @@ class PublisherEngine:
     # -- routing and publishing (ioloop thread) ------------------------------------------------
 
     def drain(self) -> None:
-        """Route and send queued messages while the window has room and nothing pauses the
-        relay's outbox (a full window, ``connection.blocked``, publishes waiting there)."""
+        """Route and send queued messages while the relay has room (none with a full window,
+        ``connection.blocked``, or publishes waiting in the relay)."""
         with self.lock:
             self.wakeup_scheduled = False
-        window = self.window
-        outbox = self.relay.outbox
-        if window is None or not self.watcher.ready:
+        relay = self.relay
+        if not self.watcher.ready:
             return
         try:
-            while not (window.closed or outbox.paused or outbox.queued):
+            while True:
                 # no more than fits: a message routed but not sent is routed again later
-                room = window.window - window.in_flight - len(self._bulk_items)
+                room = relay.room - len(self._bulk_items)
                 if room <= 0:
                     return
                 with self.lock:
@@ -311,22 +301,22 @@ class PublisherEngine:
                     self.taken += len(batch)
                     if self.blocked_publishers:
                         self.condition.notify_all()  # room for blocked publishers
-                self._route(batch, window, room)
+                self._route(batch, room)
         finally:
             self._flush_bulk()
             self.taken = 0
             if self.waiters and self.idle():  # e.g. the batch failed without a publish
                 self.notify()
 
-    def _route(self, batch: list[tuple], window: ConfirmWindow, room: int) -> None:
+    def _route(self, batch: list[tuple], room: int) -> None:
         decisions = self._router.decide_many([(item[1], item[4]) for item in batch])
         fast = self._fast
-        outbox = self.relay.outbox
+        relay = self.relay
         for index, (item, decision) in enumerate(zip(batch, decisions)):
             future, routing_key, body, properties, _headers, mandatory = item
             if decision.error is not None:
                 self._policy.not_routed(future, decision.error)
-                self.relay.fanin.submit(future, ())
+                relay.submit(future, ())
                 continue
             if decision.unroutable:  # the broker applies the alternate exchange / mandatory
                 self.unroutable += 1
@@ -362,8 +352,8 @@ class PublisherEngine:
             else:
                 self._flush_bulk()  # the window numbers publishes in the order handed over
                 self._submit(future, parts, decision.headers, body, properties, mandatory)
-                room = window.window - window.in_flight
-                if room > 0 and not (outbox.paused or outbox.queued):
+                room = relay.room  # 0 once the relay pauses or publishes wait in it
+                if room > 0:
                     continue
             if index + 1 < len(batch):
                 # the rest of the batch goes back to the front of the queue, in order
@@ -375,7 +365,7 @@ class PublisherEngine:
                 headers: dict[str, Any], body: bytes, properties: pika.BasicProperties | None,
                 mandatory: bool) -> None:
         """Publish ``parts`` for ``future`` through the relay (what does not fit the window
-        waits in its outbox)."""
+        waits in the relay)."""
         outs, refused = [], []
         fast = self._fast
         for part in parts:
@@ -394,7 +384,7 @@ class PublisherEngine:
             outs.append(Outgoing(part.exchange, part.routing_key, frames=data,
                                  frame_count=count, body=body, mandatory=mandatory,
                                  checked=True))
-        self.relay.fanin.submit(future, outs, deferred=len(refused))
+        self.relay.submit(future, outs, deferred=len(refused))
         if refused:
             self._refuse(future, refused, submitted=True)
 
@@ -403,13 +393,13 @@ class PublisherEngine:
         """The publishes ``refused`` of ``future`` cannot be made (a header over
         ``frame_max``, a value with no encoding: the policy's ``rejected``; anything else:
         not sent)."""
-        fanin = self.relay.fanin
+        relay = self.relay
         if not submitted:
-            fanin.submit(future, (), deferred=len(refused))
+            relay.submit(future, (), deferred=len(refused))
         for part, exc in refused:
             if not isinstance(exc, ValueError):  # the policy keeps the first error
                 self._policy.not_sent(future, f"not sent: {exc}")
-            fanin.rejected(Outgoing(part.exchange, part.routing_key, item=future), str(exc))
+            relay.rejected(Outgoing(part.exchange, part.routing_key, item=future), str(exc))
 
     def _flush_bulk(self) -> None:
         """Hand the publishes gathered by :meth:`_route` to the window at once."""
@@ -419,12 +409,12 @@ class PublisherEngine:
         messages, count = self._bulk_messages, self._bulk_frames
         self._bulk_messages, self._bulk_items, self._bulk_frames = [], [], 0
         try:
-            self.relay.outbox.put_bulk(messages, count, items)
+            self.relay.put_bulk(messages, count, items)
         except Exception as exc:  # noqa: BLE001 - the channel is closing: fail, not lose
             reason = f"not sent: {exc}"
             for item in items:
                 self._policy.not_sent(item, reason)
-            self._bulk.settled(items, Outcome.FAILED, reason)
+            self.relay.fail_bulk(items, reason)
 
     def _head_of(self, part: Publish, headers: dict[str, Any], size: int,
                  properties: pika.BasicProperties | None, mandatory: bool) -> bytes:
@@ -450,7 +440,7 @@ class PublisherEngine:
         else:
             head = None
         if head is None:
-            method_frames = self._fast[mandatory]  # type: ignore[index]
+            method_frames = self._fast[mandatory]  # type: ignore[index]  # only with frames
             headers = self._sent_headers(headers, part)
             if properties is None and not headers:
                 header = content_header_frame(method_frames.channel, size, None)

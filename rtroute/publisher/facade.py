@@ -159,7 +159,7 @@ class RTopicPublisher:
     @property
     def published(self) -> int:
         """Publishes handed to the broker so far (a message may need several)."""
-        return self._engine.relay.outbox.published
+        return self._engine.relay.published
 
     @property
     def confirmed(self) -> int:

@@ -15,7 +15,10 @@ from rtroute.publisher.future import (
 from rtroute.relay.policy import FAILED, Policy, Settlement, Verdict
 from rtroute.routing import PreconditionFailed
 
-__all__ = ["PublisherPolicy"]
+__all__ = ["CLOSED", "PublisherPolicy"]
+
+#: The reason given to :meth:`PublisherPolicy.unsent` when the publisher closes.
+CLOSED = "closed"
 
 
 class PublisherPolicy(Policy):
@@ -59,6 +62,16 @@ class PublisherPolicy(Policy):
     def rejected(self, out: Any, reason: str) -> Verdict:
         (out.item or out)._fail(ValueError(reason))
         return FAILED
+
+    def unsent(self, out: Any, reason: str) -> bool:
+        """A publish of a message cut short never went out: the message fails (the publisher
+        closed: :class:`PublisherClosed`; the connection was lost: :class:`PublishFailed`)."""
+        message = out.item or out
+        if reason == CLOSED:
+            self.closed(message)
+        else:
+            self.not_sent(message, f"connection lost: {reason}")
+        return True
 
     def settlement(self, item: Any) -> Settlement:
         return Settlement.LEAVE  # failed: nothing to tell a broker, the future says it all

@@ -30,6 +30,7 @@ from rtroute.relay.policy import Settlement
 
 if TYPE_CHECKING:
     from rtroute.relay.outgoing import Item
+    from rtroute.relay.seams import ItemSettler, Upstream
     from rtroute.relay.timers import Timers
 
 __all__ = ["BrokerUpstream"]
@@ -204,3 +205,8 @@ class BrokerUpstream:
         self._held = [item for item in self._held if not belongs(item)]
         self._backed_off = [item for item in self._backed_off if not belongs(item)]
         self._dlx_waiting = [item for item in self._dlx_waiting if not belongs(item)]
+
+
+if TYPE_CHECKING:  # mypy holds it and its settlers to the seams (tests/test_typecheck.py)
+    _UPSTREAM: type[Upstream] = BrokerUpstream
+    _SETTLER: type[ItemSettler] = Settler

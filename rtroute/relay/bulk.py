@@ -16,10 +16,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from rtroute.amqp.confirm_window import Outcome
-from rtroute.relay.policy import Policy
+from rtroute.relay.policy import Hook, Policy
 
 if TYPE_CHECKING:
     from rtroute.relay.fanin import FanIn
+    from rtroute.relay.seams import BulkUpstream
 
 __all__ = ["BulkFanIn", "PublishOutcome"]
 
@@ -64,12 +65,11 @@ class BulkFanIn:
         policy: the relay's policy (its ``acked`` and ``item_acked`` run when overridden).
     """
 
-    def __init__(self, fanin: FanIn, upstream: Any, policy: Policy) -> None:
+    def __init__(self, fanin: FanIn, upstream: BulkUpstream, policy: Policy) -> None:
         self._fanin = fanin
         self._ack_many = upstream.ack_many
-        self._acked = policy.acked if type(policy).acked is not Policy.acked else None
-        self._item_acked = (policy.item_acked if type(policy).item_acked
-                            is not Policy.item_acked else None)
+        self._acked = policy.acked if Hook.ACKED in policy.hooks else None
+        self._item_acked = policy.item_acked if Hook.ITEM_ACKED in policy.hooks else None
 
     def settled(self, items: list, outcome: Outcome, reason: str | None) -> None:
         """``on_bulk_settled``: one confirm (or the channel's close) settled ``items``."""

@@ -15,12 +15,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from rtroute.amqp.confirm_window import Outcome, PublishFuture
-from rtroute.relay.policy import Policy, Settlement, Verdict
+from rtroute.amqp.confirm_window import Outcome
+from rtroute.relay.policy import Hook, Policy, Settlement, Verdict, VerdictKind
 
 if TYPE_CHECKING:
     from rtroute.relay.outbox import Outbox
     from rtroute.relay.outgoing import Item, Outgoing
+    from rtroute.relay.seams import PublishReport, Upstream
     from rtroute.relay.timers import Timers
 
 __all__ = ["FanIn"]
@@ -28,6 +29,8 @@ __all__ = ["FanIn"]
 _ACKED = Outcome.ACKED
 _RETURNED = Outcome.RETURNED
 _NACKED = Outcome.NACKED
+_OK, _FAILED, _SETTLE = VerdictKind.OK, VerdictKind.FAILED, VerdictKind.SETTLE
+_RETRY, _REPLACE = VerdictKind.RETRY, VerdictKind.REPLACE
 
 
 class FanIn:
@@ -44,16 +47,16 @@ class FanIn:
     ``draining``.
     """
 
-    def __init__(self, policy: Policy, upstream: Any, timers: Timers) -> None:
+    def __init__(self, policy: Policy, upstream: Upstream, timers: Timers) -> None:
         self._policy = policy
         self._upstream = upstream
         self._timers = timers
         self.outbox: Outbox | None = None
         self.attached = False
         self.draining = False
-        self._acked = policy.acked if type(policy).acked is not Policy.acked else None
-        self._item_acked = (policy.item_acked if type(policy).item_acked
-                            is not Policy.item_acked else None)
+        # the per-message hooks, wired only where the policy registered them
+        self._acked = policy.acked if Hook.ACKED in policy.hooks else None
+        self._item_acked = policy.item_acked if Hook.ITEM_ACKED in policy.hooks else None
 
     # -- items ---------------------------------------------------------------------------------
 
@@ -64,7 +67,7 @@ class FanIn:
         if item.awaiting <= 0:
             self._finish(item)
             return
-        put = self.outbox.put  # type: ignore[union-attr]
+        put = self.outbox.put  # type: ignore[union-attr]  # set by the relay
         for out in outs:
             out.item = item
             put(out)
@@ -72,11 +75,11 @@ class FanIn:
     def add(self, item: Item, out: Outgoing) -> None:
         """A deferred publish of ``item`` is ready: publish it."""
         out.item = item
-        self.outbox.put(out)  # type: ignore[union-attr]
+        self.outbox.put(out)  # type: ignore[union-attr]  # set by the relay
 
     # -- outcomes ------------------------------------------------------------------------------
 
-    def on_confirm(self, future: PublishFuture) -> None:
+    def on_confirm(self, future: PublishReport) -> None:
         """The window's callback for every publish (the per-message path)."""
         if not self.attached:
             return
@@ -130,23 +133,23 @@ class FanIn:
     def _apply(self, out: Outgoing, item: Item, verdict: Verdict) -> bool:
         """Carry out ``verdict``; True when the publish counts as done for its item."""
         kind = verdict.kind
-        if kind == "ok":
+        if kind is _OK:
             return True
-        if kind == "failed":
+        if kind is _FAILED:
             item.failed = True
             return True
-        if kind == "settle":
+        if kind is _SETTLE:
             if item.settlement is None:
                 item.settlement = verdict.settlement
             return True
-        if kind == "retry":
+        if kind is _RETRY:
             self._upstream.park(item)
             self._timers.later(verdict.delay, lambda: self._retry(out, item))
             return False
-        if kind == "replace":
+        if kind is _REPLACE and verdict.out is not None:
             replacement = verdict.out
-            replacement.item = item  # type: ignore[union-attr]
-            self.outbox.put_front(replacement)  # type: ignore[union-attr]
+            replacement.item = item
+            self.outbox.put_front(replacement)  # type: ignore[union-attr]  # set by the relay
             return False
         raise ValueError(f"unknown verdict {verdict!r}")
 
@@ -155,7 +158,7 @@ class FanIn:
             return  # parked: the broker redelivers it once its channel goes
         self._policy.retrying(out)
         self._upstream.unpark(item)
-        self.outbox.put_front(out)  # type: ignore[union-attr]
+        self.outbox.put_front(out)  # type: ignore[union-attr]  # set by the relay
 
     def _finish(self, item: Item) -> None:
         settlement = item.settlement

@@ -138,6 +138,7 @@ class FlowControl:
 
     def _stop_reading(self) -> None:
         self._outbox.backlog_limit = sys.maxsize  # asked once, until the queue is down to half
+        # set with on_backlog, in source(): this runs only after it
         if self._set_reading(False):  # type: ignore[misc]
             self.reading = False
         elif not self._read_pause_refused:

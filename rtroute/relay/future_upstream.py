@@ -25,6 +25,7 @@ from rtroute.relay.policy import Settlement
 
 if TYPE_CHECKING:
     from rtroute.relay.outgoing import Item
+    from rtroute.relay.seams import BulkUpstream, ItemSettler
 
 __all__ = ["FutureUpstream"]
 
@@ -98,3 +99,8 @@ class FutureUpstream:
     def reset(self) -> None:
         """The connection is gone: nothing to forget (see the module docstring)."""
         self.draining = False
+
+
+if TYPE_CHECKING:  # mypy holds it to the seams it plays (tests/test_typecheck.py)
+    _UPSTREAM: type[BulkUpstream] = FutureUpstream
+    _SETTLER: type[ItemSettler] = FutureUpstream

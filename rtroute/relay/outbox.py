@@ -5,41 +5,44 @@ channel. :meth:`Outbox.put` writes a publish at once when nothing waits ahead of
 :class:`PauseReason` holds; otherwise it queues it, and :meth:`Outbox.resume` sends the queue,
 in order, once the last reason is gone. A retry goes to the front (:meth:`Outbox.put_front`).
 
-With confirms the outbox hands each publish to a :class:`~rtroute.amqp.confirm_window.
-ConfirmWindow` as frames (``publish_frames``, which writes the frames of one turn in one piece;
-properties are encoded here first); a full window raises ``WindowFull``, the outbox
-pauses (``WINDOW``) and resumes when the window calls its ``on_writable`` at the low watermark.
-Without confirms (a shovel's ``on_publish`` and ``no_ack``) it buffers the frames of the turn
-and writes them with one ``emit`` at its end; :class:`~rtroute.relay.flow.FlowControl` pauses
-it (``BUFFER``) while the socket's write buffer is full.
+The outbox writes to a :class:`~rtroute.relay.seams.Sink` and knows no wire protocol (the
+AMQP 0-9-1 one, a pika channel and its confirm window, is
+:class:`~rtroute.relay.amqp_sink.AmqpSink`). With confirms it hands each publish to the sink's
+``publish_frames`` (properties are encoded by the sink first); a full window raises one of the
+sink's ``full`` errors, the outbox pauses (``WINDOW``) and resumes when the window calls its
+``on_writable`` at the low watermark. Without confirms (a shovel's ``on_publish`` and
+``no_ack``) it buffers the frames of the turn and hands them to the sink's ``write`` at its end;
+:class:`~rtroute.relay.flow.FlowControl` pauses it (``BUFFER``) while the socket's write buffer
+is full.
 
-The frame_max guard: a content header frame larger than the connection's ``frame_max`` makes
-RabbitMQ close the whole connection (``FRAME_ERROR``), and the message would come back for ever.
-Every publish not marked ``checked`` is measured first (RabbitMQ's ``FRAME_SIZE_FUDGE`` forgives
-the 8 bytes of frame head and end, so a payload of ``frame_max`` bytes is accepted); one that
-does not fit, or whose properties pika cannot encode, is never written and goes to
-``on_rejected`` (the policy) without spending a sequence number.
+Every publish not marked ``checked`` is measured by the sink first (``Sink.check``: the
+frame_max guard of :mod:`rtroute.relay.amqp_sink`); one that does not fit, or whose properties
+cannot be encoded, is never written and goes to ``on_rejected`` (the policy) without spending
+a sequence number.
 """
 from __future__ import annotations
 
 import collections
 import enum
-import struct
 import sys
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pika.exceptions
+from rtroute.relay.seams import Sink, Unpublishable
 
-from rtroute.amqp import frames as amqp_frames
-from rtroute.amqp.confirm_window import ConfirmWindow, WindowClosed, WindowFull
-from rtroute.relay.outgoing import Outgoing
+if TYPE_CHECKING:
+    from rtroute.relay.outgoing import Outgoing
 
-__all__ = ["Outbox", "PauseReason", "header_too_large"]
+__all__ = ["Outbox", "PauseReason"]  # header_too_large: still importable (see __getattr__)
 
-#: What pika raises for a property value it cannot encode.
-ENCODING_ERRORS = (TypeError, ValueError, OverflowError, struct.error, UnicodeError,
-                   pika.exceptions.UnsupportedAMQPFieldException)
+
+def __getattr__(name: str) -> Any:
+    # the AMQP 0-9-1 frame_max guard lives with its sink (it needs pika); its old names here
+    # load it only when asked for
+    if name in ("header_too_large", "ENCODING_ERRORS"):
+        from rtroute.relay import amqp_sink
+        return getattr(amqp_sink, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class PauseReason(str, enum.Enum):
@@ -57,45 +60,22 @@ class PauseReason(str, enum.Enum):
     """The relay drains: nothing new goes out."""
 
 
-def header_too_large(out: Outgoing, frame_max: int) -> str | None:
-    """Why ``out`` cannot be published on a connection with ``frame_max``, or None.
-
-    Raises:
-        Exception: what pika raises for properties it cannot encode (see
-            :data:`ENCODING_ERRORS`).
-    """
-    data = out.frames
-    if data is not None:
-        size = len(data[1]) if type(data) is list else amqp_frames.content_header_size(data)
-    elif out.properties is not None:
-        body = out.body
-        size = amqp_frames.properties_frame_size(len(body) if isinstance(body, bytes) else 0,
-                                                 out.properties)
-    else:
-        return None
-    # RabbitMQ takes a frame whose payload fits in frame_max (rabbit_reader's
-    # FRAME_SIZE_FUDGE forgives the 8 bytes of frame head and end): take what it takes
-    if not frame_max or size - 8 <= frame_max:
-        return None
-    return (f"its properties and headers ({size - 8} bytes as a content header) exceed "
-            f"the connection's frame_max ({frame_max} bytes)")
-
-
 class Outbox:
     """The publishes of one publish channel (see the module docstring).
 
     Args:
         ioloop: the connection's ioloop (``call_later(0, ...)`` ends the turn).
-        on_confirm: the window's callback for each publish's :class:`PublishFuture`.
+        on_confirm: the sink's callback for each publish's outcome (a
+            :class:`~rtroute.amqp.confirm_window.PublishFuture` for the AMQP sink).
         on_rejected: ``on_rejected(out, reason)`` for a publish that cannot be sent.
-        on_published: ``on_published(out)`` after a publish was handed to the window (with
+        on_published: ``on_published(out)`` after a publish was handed to the sink (with
             confirms) or buffered for this turn's write (without).
         on_resumed: called after a :meth:`resume`, once the queue went out as far as it could.
 
     Attributes:
         backlog_limit, on_backlog: ``on_backlog()`` runs when a queued publish makes the queue
             ``backlog_limit`` long (see :class:`~rtroute.relay.flow.FlowControl`).
-        after_write: ``after_write(connection)`` after each write without confirms.
+        after_write: ``after_write()`` after each write without confirms.
         on_written: ``on_written(count)`` after each write without confirms (``count``
             publishes in it).
         published: publishes handed over so far.
@@ -118,18 +98,19 @@ class Outbox:
         self._queue: collections.deque[Any] = collections.deque()
         self._reasons: set[PauseReason] = {PauseReason.DETACHED}
         self._paused = True
-        self._window: ConfirmWindow | None = None
-        self._publish_frames: Callable[..., Any] | None = None  # the window's, bound
-        self._channel: Any = None
-        self._connection: Any = None
-        self.frame_max = 0
+        self._sink: Sink | None = None
+        # with confirms: the sink's publish_frames, bound (the per-message lane), and what
+        # it raises when full or going
+        self._publish_frames: Callable[..., Any] | None = None
+        self._full: tuple[type[BaseException], ...] = ()
+        self._gone: tuple[type[BaseException], ...] = ()
         self._unsent: list[bytes] = []   # without confirms: the frames of this turn
         self._unsent_count = 0
         self._unsent_publishes = 0
         self.on_written: Callable[[int], Any] | None = None
         self.backlog_limit = sys.maxsize
         self.on_backlog: Callable[[], Any] | None = None
-        self.after_write: Callable[[Any], Any] | None = None
+        self.after_write: Callable[[], Any] | None = None
         self.published = 0
 
     # -- state ---------------------------------------------------------------------------------
@@ -150,33 +131,53 @@ class Outbox:
         return frozenset(self._reasons)
 
     @property
-    def window(self) -> ConfirmWindow | None:
-        """The confirm window of the publish channel (None: none, or no confirms)."""
-        return self._window
+    def sink(self) -> Sink | None:
+        """What the outbox writes to (None: detached)."""
+        return self._sink
+
+    @property
+    def window(self) -> Any:
+        """The confirm window of an AMQP sink (None: detached, no confirms, or a sink
+        without one)."""
+        return getattr(self._sink, "window", None)
+
+    @property
+    def frame_max(self) -> int:
+        """The sink's ``frame_max`` (0: detached, or a sink without one)."""
+        return getattr(self._sink, "frame_max", 0)
 
     @property
     def in_flight(self) -> int:
-        """Publishes handed to the window and not yet settled."""
-        return self._window.in_flight if self._window is not None else 0
+        """Publishes handed to the sink and not yet settled."""
+        sink = self._sink  # read once: another thread may ask while the ioloop detaches
+        return sink.in_flight if sink is not None else 0
+
+    @property
+    def room(self) -> int:
+        """Publishes that go out at once: 0 while paused or while publishes wait, else the
+        room in the sink's window."""
+        sink = self._sink
+        if sink is None or self._paused or self._queue:
+            return 0
+        return max(0, sink.room)
 
     # -- the channel ---------------------------------------------------------------------------
 
-    def attach(self, channel: Any, window: ConfirmWindow | None) -> None:
-        """Publish on ``channel`` from now on, through ``window`` (None: without confirms);
-        the queue goes out unless another reason holds."""
-        self._channel = channel
-        self._connection = channel.connection
-        self.frame_max = self._connection.params.frame_max
-        self._window = window
-        self._publish_frames = window.publish_frames if window is not None else None
+    def attach(self, sink: Sink) -> None:
+        """Publish to ``sink`` from now on; the queue goes out unless another reason holds."""
+        self._sink = sink
+        if sink.confirms:
+            self._publish_frames = sink.publish_frames
+        else:
+            self._publish_frames = None
+        self._full, self._gone = tuple(sink.full), tuple(sink.gone)
         self.resume(PauseReason.DETACHED)
 
     def detach(self) -> list[Any]:
         """The channel is gone: forget it and the pauses that came with it (window, blocked,
         buffer); return what never went out, in order, and forget that too."""
-        self._window = None
+        self._sink = None
         self._publish_frames = None
-        self._channel = self._connection = None
         self._unsent = []
         self._unsent_count = self._unsent_publishes = 0
         self._reasons = {PauseReason.DETACHED} | (self._reasons & {PauseReason.STOPPING})
@@ -195,12 +196,12 @@ class Outbox:
 
     def put(self, out: Any) -> None:
         """Send ``out`` now if nothing waits and nothing pauses the outbox, else queue it."""
-        # the per-message path: a ready, checked publish goes straight to the window
+        # the per-message path: a ready, checked publish goes straight to the sink
         if self._paused or self._queue:
             queue = self._queue
             queue.append(out)
             if len(queue) >= self.backlog_limit:
-                self.on_backlog()  # type: ignore[misc]
+                self.on_backlog()  # type: ignore[misc]  # set with backlog_limit (flow.py)
             return
         if not out.checked or out.frames is None:
             self._send(out)
@@ -208,8 +209,7 @@ class Outbox:
         publish = self._publish_frames
         if publish is None:
             # without confirms: _write inlined (this is the per-message path of those modes)
-            connection = self._connection
-            if connection.is_closing or connection.is_closed:
+            if self._sink.closing:  # type: ignore[union-attr]  # not paused: attached
                 self._queue.appendleft(out)  # the connection is going; detach hands it back
                 return
             unsent = self._unsent
@@ -228,11 +228,11 @@ class Outbox:
         try:
             publish(out.exchange, out.routing_key, out.frames, out.frame_count, out.body,
                     out.mandatory, self._on_confirm, out)
-        except WindowFull:
+        except self._full:
             self._queue.appendleft(out)
             self.pause(PauseReason.WINDOW)
             return
-        except (WindowClosed, pika.exceptions.ChannelWrongStateError):
+        except self._gone:
             self._queue.appendleft(out)  # the channel is going; detach hands it back
             return
         self.published += 1
@@ -245,27 +245,28 @@ class Outbox:
             self.put(out)
 
     def put_bulk(self, messages: list[bytes], frame_count: int, items: list) -> None:
-        """Hand ``items`` to the window in one call, with no
+        """Hand ``items`` to the sink in one call, with no
         :class:`~rtroute.amqp.confirm_window.PublishFuture` each (the publisher's path for
-        thousands in flight; see :meth:`ConfirmWindow.publish_frames_in_bulk`).
+        thousands in flight; see :meth:`ConfirmWindow.publish_frames_in_bulk
+        <rtroute.amqp.confirm_window.ConfirmWindow.publish_frames_in_bulk>`).
 
         Each of ``items`` is its own single, non-mandatory publish whose frames (made for this
         channel and known to fit its ``frame_max``) are in ``messages``, ``frame_count``
         frames in all; their outcomes reach the window's ``on_bulk_settled`` (see
         :class:`~rtroute.relay.bulk.BulkFanIn`), not ``on_confirm``. The caller checks first
-        that nothing waits, nothing pauses the outbox and the window has room for them all:
-        they cannot be queued (they carry no frames of their own).
+        that :attr:`room` is enough for them all: they cannot be queued (they carry no frames
+        of their own).
 
         Raises:
-            RuntimeError: the outbox is paused, has publishes waiting, or has no window.
-            WindowFull, WindowClosed, pika.exceptions.ChannelWrongStateError: as the window's
-                ``publish_frames_in_bulk`` (nothing was sent).
+            RuntimeError: the outbox is paused, has publishes waiting, or has no confirms.
+            the sink's ``full`` and ``gone`` errors: as its ``publish_frames_in_bulk``
+                (nothing was sent).
         """
-        window = self._window
-        if self._paused or self._queue or window is None:
+        sink = self._sink
+        if self._paused or self._queue or sink is None or not sink.confirms:
             raise RuntimeError("put_bulk needs an outbox that is neither paused nor queueing, "
                                "with confirms")
-        window.publish_frames_in_bulk(messages, frame_count, items)
+        sink.publish_frames_in_bulk(messages, frame_count, items)
         self.published += len(items)
         if self.on_published is not None:
             for item in items:
@@ -288,63 +289,50 @@ class Outbox:
     def _send(self, out: Any) -> bool:
         """Hand ``out`` over (or to ``on_rejected``); False if it went back to the front of
         the queue (full window, or a channel that is going)."""
+        sink: Sink = self._sink  # type: ignore[assignment]  # not paused: attached
         if not out.checked:
-            try:
-                reason = header_too_large(out, self.frame_max)
-            except ENCODING_ERRORS as exc:
-                reason = f"its properties cannot be encoded ({type(exc).__name__}: {exc})"
+            reason = sink.check(out)
             if reason is not None:
                 self._on_rejected(out, reason)
                 return True
-        window = self._window
-        if window is None:
-            return self._write(out)
-        data = out.frames
+        data, count = out.frames, out.frame_count
+        if data is None:
+            try:
+                data, count = sink.encode(out)
+            except Unpublishable as exc:
+                # refused before anything went out (no sequence number spent)
+                self._on_rejected(out, str(exc))
+                return True
+        if not sink.confirms:
+            return self._write(out, data, count)
         try:
-            if data is None:
-                data = _encoded(self._channel.channel_number, out, self.frame_max)
-            window.publish_frames(out.exchange, out.routing_key, data,
-                                  out.frame_count if out.frames is not None else len(data),
-                                  out.body, out.mandatory, self._on_confirm, out)
-        except WindowFull:
+            sink.publish_frames(out.exchange, out.routing_key, data, count, out.body,
+                                out.mandatory, self._on_confirm, out)
+        except self._full:
             self._queue.appendleft(out)
             self.pause(PauseReason.WINDOW)
             return False
-        except (WindowClosed, pika.exceptions.ChannelWrongStateError):
+        except self._gone:
             self._queue.appendleft(out)
             return False
-        except ENCODING_ERRORS as exc:
-            # pika refused the properties before anything went out (no sequence number spent)
-            self._on_rejected(out, f"its properties cannot be encoded "
-                                   f"({type(exc).__name__}: {exc})")
-            return True
         self.published += 1
         if self.on_published is not None:
             self.on_published(out)
         return True
 
-    def _write(self, out: Any) -> bool:
+    def _write(self, out: Any, data: bytes | list[bytes], count: int) -> bool:
         """Without confirms: buffer ``out``'s frames for the write at the end of the turn."""
-        connection = self._connection
-        if connection.is_closing or connection.is_closed:
+        if self._sink.closing:  # type: ignore[union-attr]  # called while attached
             self._queue.appendleft(out)
             return False
-        data = out.frames
-        if data is None:
-            try:
-                data = _encoded(self._channel.channel_number, out, self.frame_max)
-            except ENCODING_ERRORS as exc:
-                self._on_rejected(out, f"its properties cannot be encoded "
-                                       f"({type(exc).__name__}: {exc})")
-                return True
         unsent = self._unsent
         if not unsent:
             self._ioloop.call_later(0, self._flush)
-        if type(data) is list:
+        if isinstance(data, list):
             unsent.extend(data)
         else:
             unsent.append(data)
-        self._unsent_count += out.frame_count if out.frames is not None else len(data)
+        self._unsent_count += count
         self._unsent_publishes += 1
         self.published += 1
         if self.on_published is not None:
@@ -356,14 +344,14 @@ class Outbox:
         unsent, count, publishes = self._unsent, self._unsent_count, self._unsent_publishes
         self._unsent = []
         self._unsent_count = self._unsent_publishes = 0
-        connection = self._connection
-        if not unsent or connection is None or connection.is_closing or connection.is_closed:
+        sink = self._sink
+        if not unsent or sink is None or sink.closing:
             return
-        amqp_frames.emit(connection, b"".join(unsent), count)
+        sink.write(b"".join(unsent), count)
         if self.on_written is not None:
             self.on_written(publishes)
         if self.after_write is not None:
-            self.after_write(connection)
+            self.after_write()
 
     # -- pausing -------------------------------------------------------------------------------
 
@@ -382,14 +370,3 @@ class Outbox:
             self.pump()
         if self.on_resumed is not None:
             self.on_resumed()
-
-
-def _encoded(channel: int, out: Outgoing, frame_max: int) -> list[bytes]:
-    """``out`` (properties and body) as frames for ``channel``: method, header, bodies."""
-    from pika.frame import Header
-
-    body = out.body() if callable(out.body) else (out.body or b"")
-    method = amqp_frames.publish_frame(channel, amqp_frames.shortstr(out.exchange),
-                                       amqp_frames.shortstr(out.routing_key), out.mandatory)
-    header = Header(channel, len(body), out.properties).marshal()
-    return [method, header, *amqp_frames.body_frames(channel, body, frame_max)]

@@ -1,7 +1,7 @@
 """What an outcome means: the one place where sidecar, shovel and publisher differ.
 
 The engine asks a :class:`Policy` about every publish that was not simply acked, and gets a
-:class:`Verdict` back:
+:class:`Verdict` back (its ``kind`` a :class:`VerdictKind`):
 
 - ``OK``: it counts as done (e.g. a returned message the caller only counts);
 - ``FAILED``: it failed; once every publish of its item has an outcome, the item is settled as
@@ -22,33 +22,31 @@ Every hook runs in the ioloop thread.
 from __future__ import annotations
 
 import enum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from rtroute.relay.seams import Settlement
 
 if TYPE_CHECKING:
-    from rtroute.amqp.confirm_window import PublishFuture
     from rtroute.relay.outgoing import Item, Outgoing
+    from rtroute.relay.seams import PublishReport
 
-__all__ = ["FAILED", "OK", "Policy", "Replace", "Retry", "RetryWithBackoff", "Settle",
-           "Settlement", "Verdict"]
+__all__ = ["FAILED", "OK", "Hook", "Policy", "Replace", "Retry", "RetryWithBackoff", "Settle",
+           "Settlement", "Verdict", "VerdictKind"]
 
 
-class Settlement(enum.Enum):
-    """How an item is settled upstream."""
+class VerdictKind(str, enum.Enum):
+    """What a :class:`Verdict` says (a ``str`` too: ``verdict.kind == "retry"`` holds)."""
 
-    ACK = "ack"
-    """Acked with the turn's ``multiple`` ack."""
-    REQUEUE = "requeue"
-    """Requeued now with ``basic.reject`` (its handling failed)."""
-    HOLD = "hold"
-    """Parked, then requeued with ``basic.nack`` after the upstream's ``hold_delay``."""
-    BACKOFF = "backoff"
-    """Parked, then requeued with ``basic.nack`` after a delay that doubles each round until
-    the destination accepts a message again."""
-    DEAD_LETTER = "dead_letter"
-    """``basic.nack`` without requeue when the source queue has a dead-letter exchange;
-    otherwise as ``BACKOFF`` (nothing is dropped)."""
-    LEAVE = "leave"
-    """Nothing: its channel is going, and the broker redelivers it."""
+    OK = "ok"
+    """The publish counts as done."""
+    FAILED = "failed"
+    """The publish failed; its item is settled as :meth:`Policy.settlement` says."""
+    SETTLE = "settle"
+    """Settle the item as ``verdict.settlement`` once its publishes have outcomes."""
+    RETRY = "retry"
+    """Publish it again after ``verdict.delay`` seconds."""
+    REPLACE = "replace"
+    """Publish ``verdict.out`` in its place."""
 
 
 class Verdict:
@@ -57,32 +55,33 @@ class Verdict:
 
     __slots__ = ("delay", "kind", "out", "settlement")
 
-    def __init__(self, kind: str, *, delay: float = 0.0, out: Outgoing | None = None,
-                 settlement: Settlement | None = None) -> None:
-        self.kind = kind
+    def __init__(self, kind: VerdictKind | str, *, delay: float = 0.0,
+                 out: Outgoing | None = None, settlement: Settlement | None = None) -> None:
+        self.kind = VerdictKind(kind)
         self.delay = delay
         self.out = out
         self.settlement = settlement
 
     def __repr__(self) -> str:
-        detail = {"retry": self.delay, "replace": self.out, "settle": self.settlement}.get(
-            self.kind, "")
-        return f"<Verdict {self.kind} {detail}>".replace(" >", ">")
+        detail = {VerdictKind.RETRY: self.delay, VerdictKind.REPLACE: self.out,
+                  VerdictKind.SETTLE: self.settlement}.get(self.kind, "")
+        return f"<Verdict {self.kind.value} {detail}>".replace(" >", ">")
 
 
-OK = Verdict("ok")
-FAILED = Verdict("failed")
-_SETTLE = {settlement: Verdict("settle", settlement=settlement) for settlement in Settlement}
+OK = Verdict(VerdictKind.OK)
+FAILED = Verdict(VerdictKind.FAILED)
+_SETTLE = {settlement: Verdict(VerdictKind.SETTLE, settlement=settlement)
+           for settlement in Settlement}
 
 
 def Retry(delay: float) -> Verdict:
     """Publish the same message again after ``delay`` seconds."""
-    return Verdict("retry", delay=delay)
+    return Verdict(VerdictKind.RETRY, delay=delay)
 
 
 def Replace(out: Outgoing) -> Verdict:
     """Publish ``out`` instead; the item waits for its outcome."""
-    return Verdict("replace", out=out)
+    return Verdict(VerdictKind.REPLACE, out=out)
 
 
 def Settle(settlement: Settlement) -> Verdict:
@@ -90,11 +89,37 @@ def Settle(settlement: Settlement) -> Verdict:
     return _SETTLE[settlement]
 
 
+class Hook(str, enum.Enum):
+    """A per-message hook of a :class:`Policy`: called only when the policy registers it in
+    :attr:`Policy.hooks` (each costs a call per message)."""
+
+    ACKED = "acked"
+    ITEM_ACKED = "item_acked"
+    PUBLISHED = "published"
+    WRITTEN = "written"
+
+
 class Policy:
     """The defaults: a nack, a failed publish or one the outbox could not send fails its item,
     which is then requeued (``REQUEUE``); a return counts as done. Subclasses override the
-    hooks they need. :meth:`acked`, :meth:`item_acked`, :meth:`published` and :meth:`written`
-    are called only when overridden (the first three run once per message)."""
+    hooks they need.
+
+    :meth:`acked`, :meth:`item_acked`, :meth:`published` and :meth:`written` run once per
+    message (or write), so the engine wires only those a policy registers in :attr:`hooks`
+    (``hooks = frozenset({Hook.ACKED})``); one overridden but not registered is an error
+    when the class is made, so none is silently never called."""
+
+    #: the per-message hooks this policy has (see the class docstring)
+    hooks: ClassVar[frozenset[Hook]] = frozenset()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for hook in Hook:
+            if getattr(cls, hook.value) is not getattr(Policy, hook.value) \
+                    and hook not in cls.hooks:
+                raise TypeError(f"{cls.__qualname__} overrides the per-message hook "
+                                f"{hook.value}() without registering it: add Hook."
+                                f"{hook.name} to its hooks")
 
     def acked(self, out: Outgoing) -> None:
         """The broker confirmed ``out`` (not returned)."""
@@ -109,15 +134,15 @@ class Policy:
     def written(self, count: int) -> None:
         """Without confirms: ``count`` publishes went to the socket in one write."""
 
-    def returned(self, out: Outgoing, future: PublishFuture) -> Verdict:
+    def returned(self, out: Outgoing, future: PublishReport) -> Verdict:
         """``out`` was mandatory and no queue took it (``future.reply_code``/``reply_text``)."""
         return OK
 
-    def nacked(self, out: Outgoing, future: PublishFuture) -> Verdict:
+    def nacked(self, out: Outgoing, future: PublishReport) -> Verdict:
         """The broker nacked ``out``."""
         return FAILED
 
-    def failed(self, out: Outgoing, future: PublishFuture) -> Verdict:
+    def failed(self, out: Outgoing, future: PublishReport) -> Verdict:
         """The publish channel closed before ``out`` had an outcome (``future.reason``)."""
         return FAILED
 
@@ -125,6 +150,13 @@ class Policy:
         """``out`` cannot be published (its content header exceeds ``frame_max``, or pika
         cannot encode its properties): it was never written."""
         return FAILED
+
+    def unsent(self, out: Outgoing, reason: str) -> bool:
+        """``out`` never went out and will not (its channel is gone, or the relay gives up on
+        what waits: ``reason``). False (the default): forget it; the upstream forgets its item
+        too, and a broker redelivers it. True: fail it now, as a publish whose channel closed
+        before its confirm (:meth:`failed` decides what that means)."""
+        return False
 
     def retrying(self, out: Outgoing) -> None:
         """``out`` is being published again after a :func:`Retry`."""
@@ -167,10 +199,10 @@ class RetryWithBackoff(Policy):
         """``out`` is refused (``why``: ``"nacked"`` after its retries, or the reason it cannot
         be published) and settled as ``refused``."""
 
-    def returned(self, out: Outgoing, future: PublishFuture) -> Verdict:
+    def returned(self, out: Outgoing, future: PublishReport) -> Verdict:
         return self.on_unroutable
 
-    def nacked(self, out: Outgoing, future: PublishFuture) -> Verdict:
+    def nacked(self, out: Outgoing, future: PublishReport) -> Verdict:
         item: Any = out.item or out
         attempts = item.attempts
         if attempts >= self.retries:
@@ -179,7 +211,7 @@ class RetryWithBackoff(Policy):
         item.attempts = attempts + 1
         return Retry(min(self.max_delay, self.delay * 2 ** attempts))
 
-    def failed(self, out: Outgoing, future: PublishFuture) -> Verdict:
+    def failed(self, out: Outgoing, future: PublishReport) -> Verdict:
         return _SETTLE[Settlement.LEAVE]
 
     def rejected(self, out: Outgoing, reason: str) -> Verdict:

@@ -310,12 +310,12 @@ def _definition_value(settings: tuple[str, ...], definition: str | None) -> dict
         if settings:
             raise click.UsageError("give either --definition or KEY=VALUE arguments, not both")
         try:
-            value = json.loads(definition)
+            parsed = json.loads(definition)
         except ValueError as exc:
             raise click.BadParameter(f"not JSON: {exc}", param_hint="--definition") from None
-        if not isinstance(value, dict):
+        if not isinstance(parsed, dict):
             raise click.BadParameter("must be a JSON object", param_hint="--definition")
-        return value
+        return parsed
     if not settings:
         raise click.UsageError("give the shovel's keys as KEY=VALUE (src-uri=... src-queue=... "
                                "dest-uri=... dest-queue=...) or --definition JSON")

@@ -87,11 +87,14 @@ def from_definitions(
     """
     if isinstance(definitions, (str, bytes)):
         check_size(definitions, path, MAX_DEFINITIONS_BYTES)
-        try:
-            text = definitions.decode("utf-8") if isinstance(definitions, bytes) else definitions
-        except UnicodeDecodeError as exc:
-            line = definitions[: exc.start].count(b"\n") + 1
-            raise ConfigError("the file is not UTF-8", line, path) from None
+        if isinstance(definitions, bytes):
+            try:
+                text = definitions.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                line = definitions[: exc.start].count(b"\n") + 1
+                raise ConfigError("the file is not UTF-8", line, path) from None
+        else:
+            text = definitions
         params, base = _parameters(parse_json(text, path, MAX_DEFINITIONS_BYTES))
         # the rest of a big export is freed before json_source_map skips over it
         source = json_source_map(text, _shovel_paths(params, base), path)
@@ -121,8 +124,8 @@ def from_definitions(
         try:
             shovel_data = _translate_dynamic(name, value, vpath, where)
         except _Refused as exc:
-            line = where.source.line(vpath)
-            at = f"{path or 'definitions'}{f':{line}' if line else ''}"
+            at_line = where.source.line(vpath)
+            at = f"{path or 'definitions'}{f':{at_line}' if at_line else ''}"
             LOGGER.warning("%s: shovel %r in vhost %r is not run: %s", at, name, vhost, exc)
             if refused is not None:
                 refused.append(RefusedShovel(name=name, vhost=vhost, reason=str(exc)))

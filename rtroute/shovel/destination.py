@@ -97,6 +97,8 @@ class Destination(Side):
         self.transform_needed = bool(cfg.publish_properties or cfg.add_forward_headers
                                      or cfg.dest_add_timestamp_header)
         # where to publish: a fixed short string, or None to keep the message's own
+        exchange: str | None
+        key: str | None
         if cfg.dest_queue is not None:
             exchange, key = "", cfg.dest_queue
         else:

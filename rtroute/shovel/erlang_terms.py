@@ -165,7 +165,7 @@ class _Parser:
     # -- terms
 
     def terms(self) -> list[Term]:
-        out = []
+        out: list[Term] = []
         while True:
             self.skip_blank()
             if self.i >= len(self.s):
@@ -244,7 +244,7 @@ class _Parser:
 
     def string(self, quote: str, line: int, col: int) -> str:
         self.advance()
-        out = []
+        out: list[str] = []
         what = "string" if quote == '"' else "quoted atom"
         while True:
             if self.i >= len(self.s):
@@ -343,10 +343,10 @@ class _Parser:
                 if not exp_digits:
                     raise self.error("expected exponent digits")
                 exp = f"e{exp_sign}{exp_digits}"
-            value = float(f"{digits}.{frac}{exp}")
-            if math.isinf(value):
+            number = float(f"{digits}.{frac}{exp}")
+            if math.isinf(number):
                 raise self.error("float out of range", line, col)
-            return Term("float", sign * value, line, col)
+            return Term("float", sign * number, line, col)
         if self.peek() and (self.peek().isalpha() or self.peek() == "_"):
             raise self.error(
                 f"bad number {self.s[start:self.i + 1]!r}", line, col

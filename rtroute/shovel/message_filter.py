@@ -13,6 +13,7 @@ from rtroute.amqp.content_header import decode_properties
 from rtroute.config.shovel import ShovelConfig
 
 if TYPE_CHECKING:
+    from rtroute.selector import MessageFacts, Selector
     from rtroute.shovel.source import SourceDelivery
 
 __all__ = ["MessageFilter"]
@@ -25,8 +26,8 @@ class MessageFilter:
         spec = config.filter
         assert spec is not None
         self.leave = spec.on_mismatch == "leave"
-        self._selector = None
-        self._facts = None
+        self._selector: Selector | None = None
+        self._facts: type[MessageFacts] | None = None
         if spec.selector is not None:
             from rtroute.selector import MessageFacts, compile
 
@@ -46,7 +47,7 @@ class MessageFilter:
             key = entry.source_key[1:].decode("utf-8", "replace")
             if not self._key_matcher.match(key):
                 return False
-        if self._selector is not None:
+        if self._selector is not None and self._facts is not None:
             header = entry.parts[0]
             properties = decode_properties(header)  # without loss: a double stays a double
             facts = self._facts(properties=properties, body_size=frames.body_size(header),

@@ -24,11 +24,11 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from rtroute.relay.policy import RetryWithBackoff, Settlement, Verdict
+from rtroute.relay.policy import Hook, RetryWithBackoff, Settlement, Verdict
 
 if TYPE_CHECKING:
-    from rtroute.amqp.confirm_window import PublishFuture
     from rtroute.relay.broker_upstream import BrokerUpstream
+    from rtroute.relay.seams import PublishReport
     from rtroute.shovel.session import Session
 
 __all__ = ["HOLD_DELAY", "REFUSED_LOG_INTERVAL", "RETRY_DELAY_MAX", "ShovelPolicy"]
@@ -53,6 +53,8 @@ class ShovelPolicy(RetryWithBackoff):
     """The shovel's outcome rules (see the module docstring), counted in the session's
     counters. ``upstream`` (set by the session) has its back-off reset by every ack."""
 
+    hooks = frozenset({Hook.ACKED, Hook.PUBLISHED, Hook.WRITTEN})
+
     def __init__(self, session: Session) -> None:
         cfg = session.cfg
         dead_letter = cfg.on_refused == "dead_letter"
@@ -68,6 +70,7 @@ class ShovelPolicy(RetryWithBackoff):
     def acked(self, out: Any) -> None:
         self.counters["moved"] += 1
         upstream = self.upstream
+        # set by the session before the relay runs
         upstream.backoff_delay = upstream.hold_delay  # type: ignore[union-attr]
         # (BrokerUpstream.reset_backoff, inlined: this runs once per message)
 
@@ -80,7 +83,7 @@ class ShovelPolicy(RetryWithBackoff):
         counters["moved"] += count
         counters["forwarded"] += count
 
-    def returned(self, out: Any, future: PublishFuture) -> Verdict:
+    def returned(self, out: Any, future: PublishReport) -> Verdict:
         self.counters["returned"] += 1
         LOGGER.warning("shovel %r: the destination returned a message (%s %s)", self.name,
                        future.reply_code, future.reply_text)
@@ -92,7 +95,7 @@ class ShovelPolicy(RetryWithBackoff):
                        "confirms it is already acknowledged at the source", self.name,
                        reply_code, reply_text)
 
-    def nacked(self, out: Any, future: PublishFuture) -> Verdict:
+    def nacked(self, out: Any, future: PublishReport) -> Verdict:
         self.counters["nacked"] += 1
         return super().nacked(out, future)
 

@@ -43,7 +43,7 @@ __all__ = ["Session"]
 
 class Session:
     """One connect attempt: both sides, and the relay that moves messages between them (its
-    outbox, its settlers and the timers of the messages in flight belong to this session).
+    outbox, its settlers and its timers, the session's only ones, belong to this session).
 
     Args:
         worker: the shovel this session runs for (its ioloop, config, status, counters).
@@ -63,7 +63,6 @@ class Session:
         self.running = False
         self.draining = False
         self.drain_reason = "stopped"
-        self.timers: dict[int, Any] = {}
         self.source = source = Source(self, worker.source_uris)
         self.destination = destination = Destination(self, worker.dest_uris)
         cfg = self.cfg
@@ -81,8 +80,8 @@ class Session:
                            label=f"shovel {cfg.name!r}", on_flow=self._flow_changed,
                            on_resumed=self._resumed)
         if source.unbounded:
-            self.relay.flow.source(source.set_reading, PENDING_LIMIT)
-        source.link(self.relay, upstream.open(), destination)
+            self.relay.limit_source(source.set_reading, PENDING_LIMIT)
+        source.link(self.relay, upstream, destination)
         destination.link(self.relay)
 
     def start(self) -> None:
@@ -144,21 +143,9 @@ class Session:
     # -- ending --------------------------------------------------------------------------------
 
     def later(self, delay: float, callback: Callable[[], Any]) -> Any:
-        """Run ``callback`` after ``delay`` s unless the session stops or ends first."""
-        key = id(callback)
-
-        def run() -> None:
-            self.timers.pop(key, None)
-            callback()
-
-        timer = self.ioloop.call_later(delay, run)
-        self.timers[key] = timer
-        return timer
-
-    def _cancel_timers(self) -> None:
-        for timer in list(self.timers.values()):
-            self.ioloop.remove_timeout(timer)
-        self.timers.clear()
+        """Run ``callback`` after ``delay`` s unless the session ends first (the relay's
+        timers: one registry, cancelled by its drain and its detach)."""
+        return self.relay.later(delay, callback)
 
     def stop_gracefully(self, timeout: float, reason: str) -> None:
         """Stop taking messages, let confirms and acks finish, then close both ends."""
@@ -170,8 +157,7 @@ class Session:
         source.cancel_consumer()
         # held and waiting messages go back to the source when its channel closes: they stay
         # unacknowledged (parked), so no multiple ack covers them
-        self.relay.drain()
-        self._cancel_timers()
+        self.relay.drain()  # cancels every timer of the session's so far
         self.later(timeout, lambda: self._close(reason))
         source.settler.send_acks_soon()
         if not self.running:
@@ -193,8 +179,7 @@ class Session:
 
     def _end(self) -> None:
         self.alive = self.source.alive = self.destination.alive = False
-        self.relay.detach()  # the source requeues whatever was not acked
-        self._cancel_timers()
+        self.relay.detach()  # the source requeues whatever was not acked; no timer runs
         self.source.shutdown(self.running)
         self.destination.shutdown(self.running)
         if not (self.source.connected or self.destination.connected) and not self.closed:

@@ -43,7 +43,7 @@ from rtroute.shovel.side import Side, short_reason
 from rtroute.shovel.status import scrub
 
 if TYPE_CHECKING:
-    from rtroute.relay import Relay
+    from rtroute.relay import BrokerUpstream, Relay
     from rtroute.shovel.destination import Destination
     from rtroute.shovel.session import Session
 
@@ -69,6 +69,12 @@ class SourceDelivery(Item):
 
     __slots__ = ("checked", "exchange", "frame_count", "frames", "parts", "routing_key",
                  "source_exchange", "source_key")
+    # the slots set once it is addressed (Source.on_delivery), for the type checker
+    checked: bool
+    exchange: str
+    frame_count: int
+    frames: list[bytes]
+    routing_key: str
 
     # the Outgoing attributes every shovel publish shares
     item = None            # its own item
@@ -115,8 +121,9 @@ class Source(Side):
         self.take_budget: int | None = None
         # the session's (see link): acks to the source in delivery order (once its channel is
         # open), the relay, and how each delivery is addressed to the destination
-        self.settler: Settler = None  # type: ignore[assignment]
-        self.relay: Relay = None  # type: ignore[assignment]
+        self.settler: Settler = None  # type: ignore[assignment]  # set by link, before use
+        self.relay: Relay = None  # type: ignore[assignment]  # set by link, before use
+        self.upstream: BrokerUpstream = None  # type: ignore[assignment]  # set by link
         self.put: Any = None
         self.transform: Any = None
         self.method_frame: Any = None      # (exchange, key) -> basic.publish frame
@@ -129,11 +136,12 @@ class Source(Side):
         self.channel_number = 0
         self.frame_max = 0
 
-    def link(self, relay: Relay, settler: Settler, destination: Destination) -> None:
-        """Hand deliveries to ``relay``, settled through ``settler``: one bound call per
-        message, no glue between."""
+    def link(self, relay: Relay, upstream: BrokerUpstream, destination: Destination) -> None:
+        """Hand deliveries to ``relay``, settled through a settler of ``upstream`` (the
+        relay's): one bound call per message, no glue between."""
         self.relay = relay
-        self.settler = settler
+        self.upstream = upstream
+        self.settler = upstream.open()
         self.put = relay.put
         self.transform = destination.transform if destination.transform_needed else None
         self.fixed_exchange = destination.fixed_exchange
@@ -144,6 +152,7 @@ class Source(Side):
     def address(self, destination: Destination) -> None:
         """Both sides are ready: the destination's channel and frame size (see
         :meth:`Destination.prepare`)."""
+        # made by Destination.prepare, which runs first
         self.method_frame = destination.method_frames.get  # type: ignore[union-attr]
         self.same_framing = destination.same_framing
         self.channel_number = destination.channel_number
@@ -154,7 +163,7 @@ class Source(Side):
     @property
     def reading(self) -> bool:
         """False while the source socket is not read (an unbounded source, too much waiting)."""
-        return self.relay.flow.reading
+        return self.relay.reading
 
     def set_reading(self, on: bool) -> bool:
         """Stop or restart reading the source socket; False where that cannot be done."""
@@ -227,6 +236,7 @@ class Source(Side):
         channel = self.channel
         channel.add_on_cancel_callback(lambda _frame: self.session.fail(
             "the source broker cancelled the consumer (queue deleted?)"))
+        # installed when the connection opened, before any consume
         self.reader.intercept(channel.channel_number, self.on_delivery)  # type: ignore[union-attr]
         self.consumer_tag = channel.basic_consume(
             self.queue, self._on_unexpected_message, auto_ack=self.auto_ack,
@@ -262,7 +272,7 @@ class Source(Side):
             if self.filter is not None and not self.filter.matches(entry):
                 self.counters["filtered"] += 1
                 if self.filter.leave:
-                    self.relay.upstream.settle_as(entry, Settlement.HOLD)
+                    self.upstream.settle_as(entry, Settlement.HOLD)
                 else:
                     self.settler.ack(entry)
                 return
@@ -360,7 +370,7 @@ class Source(Side):
             LOGGER.warning("shovel %r: source queue %r has no dead-letter exchange; "
                            "requeueing instead of dead-lettering", self.cfg.name, self.queue)
         self.dlx_answer = (has_dlx, time.monotonic())
-        self.relay.upstream.dlx_answered()
+        self.upstream.dlx_answered()
 
 
 def _has_dead_letter_exchange(client: ManagementClient, queue: str, vhost: str) -> bool:

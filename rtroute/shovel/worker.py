@@ -135,15 +135,17 @@ class ShovelWorker:
         measured); ``remaining_unacked``: of those, the ones not yet published;
         ``forwarded``: source messages published to the destination.
         """
-        session = self._session
-        live = session is not None and session.alive
-        pending = len(session.destination.pending) if live else 0
+        session = self._session  # read once: the ioloop thread may end it meanwhile
+        if session is not None and not session.alive:
+            session = None
+        pending = len(session.destination.pending) if session is not None else 0
         if self.remaining is None:
             remaining: int | str | None = None if self.measure_queue else "unlimited"
             unpublished: int | str | None = remaining
         else:
             remaining = unpublished = self.remaining
-            budget = session.source.take_budget if live and session.running else None
+            budget = session.source.take_budget \
+                if session is not None and session.running else None
             if budget is not None:
                 unpublished = min(remaining, max(0, budget) + pending)
         return {"pending": pending, "remaining": remaining, "remaining_unacked": unpublished,

@@ -113,7 +113,7 @@ def run(uri: str, echo: Callable[[str], None] = print,
                 received[q].append(method.routing_key + note)
         echo("")
         echo(f"{'published routing key':<28} received by")
-        notes = []
+        notes: list[str] = []
         for key, headers in EXAMPLES:
             label = key
             if headers:  # the headers go in a footnote: the key column stays aligned

@@ -6,6 +6,7 @@ stores (``persist_diverts``, :mod:`rtroute.sidecar.divert_store`).
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import logging
 import threading
 import urllib.parse
@@ -285,7 +286,7 @@ class DivertAdmin:
                 wanted = {c.name: c for c in configs}
                 for divert in self._diverts:
                     if divert.origin == "http" and divert.name not in wanted:
-                        self._apply_stored(lambda d=divert: self.delete_divert(d.name),
+                        self._apply_stored(functools.partial(self.delete_divert, divert.name),
                                            f"removing divert {divert.name}")
                 for name, config in wanted.items():
                     current = self._diverts.get(name)
@@ -294,13 +295,13 @@ class DivertAdmin:
                                                 == divert_json(config)):
                         continue
                     if current is not None and _updatable(current.config, config):
-                        why = self._apply_stored(lambda c=config: self.update_divert(c),
+                        why = self._apply_stored(functools.partial(self.update_divert, config),
                                                  f"updating divert {name}")
                     else:
                         if current is not None:
-                            self._apply_stored(lambda n=name: self.delete_divert(n),
+                            self._apply_stored(functools.partial(self.delete_divert, name),
                                                f"replacing divert {name}")
-                        why = self._apply_stored(lambda c=config: self.create_divert(c),
+                        why = self._apply_stored(functools.partial(self.create_divert, config),
                                                  f"adding divert {name}")
                     if why and ignored.get(name) != why:
                         LOG.warning("stored divert %s ignored: %s", name, why)
@@ -390,7 +391,11 @@ class DivertAdmin:
             if current is None:
                 return 404, {"error": f"no divert named {name!r}"}
             try:
-                config = loads_divert_update(body.decode("utf-8"), current.config, replace)
+                # the table holds DivertConfigLike (divert/ does not import config/); the
+                # sidecar makes every divert from a DivertConfig
+                config = loads_divert_update(body.decode("utf-8"),
+                                             current.config,  # type: ignore[arg-type]
+                                             replace)
             except UnicodeDecodeError:
                 return 400, {"error": "the request body is not UTF-8"}
             except ConfigError as exc:

@@ -115,8 +115,12 @@ class DivertCopies:
         def work() -> None:
             copy = make_copy(original, settings, address, source, ex.spec.max_hops,
                              transformer)
-            self._call_in_ioloop(lambda: (self._stuck_transformers.discard(divert.name),
-                                          finish(copy)))
+
+            def done() -> None:
+                self._stuck_transformers.discard(divert.name)
+                finish(copy)
+
+            self._call_in_ioloop(done)
 
         def overdue() -> None:
             if state["done"]:

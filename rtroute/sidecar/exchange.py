@@ -83,6 +83,11 @@ class ManagedExchange:
             self.state = state
             self.since = time.time()
 
+    def binding_count(self) -> int | None:
+        """The bindings the sidecar routes by (None: broker-routed, RabbitMQ holds them)."""
+        router = self.router
+        return router.binding_count() if isinstance(router, ExchangeRouter) else None
+
     def status(self, in_flight: int) -> dict:
         c = self.counters
         return {
@@ -91,7 +96,7 @@ class ManagedExchange:
             "state": self.state.value,
             "since": utc_timestamp(self.since),
             # broker-routed kinds: RabbitMQ holds the bindings, the sidecar does not track them
-            "bindings_known": None if self.broker_routed else self.router.binding_count(),
+            "bindings_known": self.binding_count(),
             # while they load (or are listed again): how far, or why the listing failed
             "bindings_loading": None if self.watcher is None else self.watcher.progress(),
             # re-listings that disagreed with the event stream (see BindingWatcher._reconcile)

@@ -85,7 +85,7 @@ class Pipeline:
         self.relay = Relay(timers, SidecarPolicy(lambda: (self.publish_frames, self.frame_max)),
                            self.upstream, window=window, label="sidecar",
                            on_broken=on_window_closed, on_flow=on_flow)
-        self._submit = self.relay.fanin.submit  # Relay.submit, one call less per message
+        self._submit = self.relay.submit  # a bound lane: no call more per message
         # deliveries since the last route_batch, in delivery-tag order on each channel
         self._batch: list[IngressMessage] = []
         self._batch_scheduled = False
@@ -101,7 +101,7 @@ class Pipeline:
         """
         self.reader = frames.install(connection)
         self.reader.intercept(channel.channel_number, self.on_delivery, detailed=True)
-        self.relay.outbox.clear()  # republishes of a lost connection's deliveries (redelivered)
+        self.relay.clear()  # republishes of a lost connection's deliveries (redelivered)
         self.settler.reset(channel)
         self.consumers.clear()
         self.shards.clear()
@@ -178,7 +178,7 @@ class Pipeline:
                     return
                 shard.received += 1
                 shard.last_delivery = time.time()
-                settler = shard.settler  # type: ignore[assignment]
+                settler = shard.settler  # type: ignore[assignment]  # set while it reads
         if not self._batch:
             self._batch_received_at = time.monotonic()
         m = IngressMessage(ex, tag, redelivered, routing_key, parts)
@@ -207,7 +207,7 @@ class Pipeline:
                 by_exchange: dict[str, list[int]] = {}
                 for i, m in enumerate(batch):
                     by_exchange.setdefault(m.exchange.spec.name, []).append(i)
-                outcomes = [None] * len(batch)  # type: ignore[list-item]
+                outcomes = [None] * len(batch)  # type: ignore[list-item]  # filled below
                 for indices in by_exchange.values():
                     decided = self._guarded_decide(batch[indices[0]].exchange,
                                                    [batch[i] for i in indices])
@@ -282,11 +282,11 @@ class Pipeline:
                         for m in batch]
         else:
             verdicts = [None if m.error else evaluate(name, m.headers) for m in batch]
-        decisions = iter(ex.router.decide_many(
+        routed = iter(ex.router.decide_many(
             [(m.routing_key, m.routing_headers) for m, v in zip(batch, verdicts)
              if v is not None and v.original]))
         return [(Decision(error=m.error), None) if v is None else
-                (next(decisions) if v.original else None, v)
+                (next(routed) if v.original else None, v)
                 for m, v in zip(batch, verdicts)]
 
     def _dispatch(self, m: IngressMessage, decision: Decision | None,
@@ -346,7 +346,7 @@ class Pipeline:
         in their message's ``deferred``."""
         add = self.relay.add
         for out in outs:
-            add(out.item, out)  # type: ignore[arg-type]
+            add(out.item, out)
 
     @staticmethod
     def _requeued(pending: PendingMessage, requeue: bool) -> None:

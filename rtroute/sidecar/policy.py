@@ -24,12 +24,12 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from rtroute.relay.policy import OK, Policy, Replace, Verdict
+from rtroute.relay.policy import OK, Hook, Policy, Replace, Verdict
 from rtroute.sidecar.dead_letters import dead_letter_of_copy, undeliverable
 from rtroute.sidecar.republish import COPY, ORIGINAL
 
 if TYPE_CHECKING:
-    from rtroute.amqp.confirm_window import PublishFuture
+    from rtroute.relay.seams import PublishReport
     from rtroute.sidecar.republish import PendingMessage, Republish
 
 __all__ = ["SidecarPolicy"]
@@ -46,25 +46,29 @@ class SidecarPolicy(Policy):
             which a copy's dead letter is built for.
     """
 
+    hooks = frozenset({Hook.ACKED, Hook.ITEM_ACKED})
+    # its relay carries only Republish publishes of PendingMessage items: the hooks below
+    # take those (narrower than Policy's, hence their ignore[override])
+
     def __init__(self, frames_of: Any) -> None:
         self._frames_of = frames_of
 
     def acked(self, out: Republish) -> None:  # type: ignore[override]
         role = out.role
         if role == ORIGINAL:
-            ex = out.item.exchange  # type: ignore[union-attr]
+            ex = out.item.exchange
             counters = ex.counters
             counters.republished += 1
             if ex.broker_routed:
                 counters.routed += 1
         elif role == COPY:
-            out.divert.forwarded += 1  # type: ignore[union-attr]
+            out.divert.forwarded += 1  # type: ignore[union-attr]  # a copy has its divert
 
     def item_acked(self, item: PendingMessage) -> None:  # type: ignore[override]
         if item.received_at:
             item.exchange.latency.observe(time.monotonic() - item.received_at)
 
-    def returned(self, out: Republish, future: PublishFuture) -> Verdict:  # type: ignore[override]
+    def returned(self, out: Republish, future: PublishReport) -> Verdict:  # type: ignore[override]
         pending = out.pending
         ex = pending.exchange
         if out.role == ORIGINAL:

@@ -52,6 +52,10 @@ class Republish(Outgoing):
     """
 
     __slots__ = ("divert", "role")
+    # what a republish's Outgoing fields always are (for the type checker)
+    frames: bytes | None
+    body: bytes
+    item: PendingMessage
 
     def __init__(self, exchange: str, routing_key: str, properties: pika.BasicProperties | None,
                  body: bytes, pending: PendingMessage, role: str = ORIGINAL,
@@ -73,4 +77,4 @@ class Republish(Outgoing):
     @property
     def pending(self) -> PendingMessage:
         """The ingress message it was made for."""
-        return self.item  # type: ignore[return-value]
+        return self.item

@@ -25,9 +25,9 @@ the ioloop's may call.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import threading
-import time
 from collections.abc import Iterable, Sequence
 from typing import Any, Callable
 
@@ -376,7 +376,7 @@ class Sidecar:
             if ex.watcher is None:
                 self._consume(ex)
                 continue
-            ex.on_bindings_ready = lambda ex=ex: self._consume(ex)
+            ex.on_bindings_ready = functools.partial(self._consume, ex)
             ex.watcher.start(connection)  # keeps what it knew across reconnects
             if ex.watcher.ready:
                 self._consume(ex)
@@ -402,7 +402,7 @@ class Sidecar:
                      else ExchangeState.RUNNING)
         self._notify_ready()
         LOG.info("exchange %s: consuming %s (%s bindings known)", ex.spec.name, what,
-                 "broker-routed, no" if ex.broker_routed else ex.router.binding_count())
+                 "broker-routed, no" if ex.broker_routed else ex.binding_count())
 
     def _notify_ready(self) -> None:
         """Tells systemd (Type=notify) once, when every exchange consumes."""
@@ -479,19 +479,15 @@ class Sidecar:
                 ex.watcher.stop()
             ex.set_state(ExchangeState.STOPPING)
         self._pipeline.route_batch()
-        deadline = time.monotonic() + drain_timeout
 
-        def check() -> None:
-            window = self._pipeline.window
-            if self._pipeline.in_flight and time.monotonic() < deadline \
-                    and window is not None and not window.closed:
-                self._connection.ioloop.call_later(0.05, check)
-                return
+        def drained() -> None:
             for ex in self.exchanges.values():
                 ex.set_state(ExchangeState.STOPPED)
             self._connection.stop()
 
-        check()
+        # every republish answered and its ingress message acked, or the timeout, or the
+        # publish channel gone (unacked messages are redelivered)
+        self._pipeline.relay.when_drained(drained, drain_timeout)
 
     def _on_unexpected_message(self, _channel: Any, method: Any, _props: Any, _body: Any
                                ) -> None:

@@ -49,6 +49,18 @@ class Counters:
     attributes on the hot path, readable from the HTTP thread)."""
 
     __slots__ = tuple(EXCHANGE_COUNTERS)
+    # the slots, for the type checker (tests/sidecar check these are EXCHANGE_COUNTERS')
+    received: int
+    routed: int
+    unroutable: int
+    dead_lettered: int
+    diverted: int
+    republished: int
+    requeued: int
+    redelivered: int
+    returned: int
+    direct_to_queue: int
+    empty_headers: int
 
     def __init__(self) -> None:
         for name in self.__slots__:

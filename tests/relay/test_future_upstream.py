@@ -234,6 +234,20 @@ def test_closing_fails_what_was_not_sent_with_publisher_closed():
     assert not sent.done()
 
 
+def test_closing_fails_a_message_cut_short_with_publisher_closed():
+    """Its publishes that wait in the relay go to the policy's unsent() (the relay's abandon):
+    the message fails once, with the closing's error."""
+    rig = PublisherRig({f"q{i}": f"many.{i:03d}.{LONG}" for i in range(100)}, window=1,
+                       frame_max=4096)
+    future = rig.publish("many.#")
+    assert len(rig.broker.published) == 1 and rig.engine.relay.queued
+    rig.engine.fail_unsent()
+    assert not rig.engine.relay.queued and not future.done()  # one publish still in flight
+    rig.broker.ack(1)
+    rig.broker.ioloop.run()
+    assert isinstance(future.exception(), PublisherClosed) and rig.settled == [future]
+
+
 def test_the_future_upstream_settles_each_item_once():
     settled: list[list] = []
     upstream = FutureUpstream(lambda items: settled.append(list(items)))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pika
 import pytest
 
-from rtroute.relay import Outgoing, PauseReason, Policy, RetryWithBackoff, Settlement
+from rtroute.relay import Hook, Outgoing, PauseReason, Policy, RetryWithBackoff, Settlement
 
 from .rig import Rig
 
@@ -105,6 +105,8 @@ def test_an_unencodable_property_goes_to_the_policy_without_spending_a_sequence_
 
 
 class CountingWrites(Policy):
+    hooks = frozenset({Hook.WRITTEN})
+
     def __init__(self) -> None:
         self.writes: list[int] = []
 

@@ -33,3 +33,12 @@ def test_exchange_states_show_as_their_plain_names():
     assert sidecar.status()["exchanges"][0]["state"] == "starting"
     exchange.set_state(ExchangeState.RECONNECTING)
     assert sidecar.status()["exchanges"][0]["state"] == "reconnecting"
+
+
+def test_the_counters_slots_are_typed_as_the_registry_says():
+    """``Counters`` declares each slot's type for mypy (tests/test_typecheck.py): the same names
+    as EXCHANGE_COUNTERS, in its order, so a counter added there is typed too."""
+    from rtroute.sidecar.status import Counters
+
+    assert list(Counters.__annotations__) == list(EXCHANGE_COUNTERS)
+    assert Counters.__slots__ == tuple(EXCHANGE_COUNTERS)
