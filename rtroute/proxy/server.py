@@ -29,6 +29,7 @@ import asyncio
 import logging
 import socket
 import ssl
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -36,7 +37,7 @@ from rtroute.amqp.uri import AmqpUri, mask_uri, parse_uri
 from rtroute.ops.netaddr import split_hostport
 from rtroute.proxy.catalog import Catalog
 from rtroute.proxy.confirm_meter import DEFAULT_BUDGET
-from rtroute.proxy.session import Session
+from rtroute.proxy.session import ACTIVE_WINDOW, Session
 from rtroute.routing.exchange_router import DEFAULT_BCC_ALIAS
 
 __all__ = ["ProxyFatal", "ProxyServer", "ProxySettings"]
@@ -143,7 +144,8 @@ class _ClientProtocol(asyncio.Protocol):
         self.session = Session(self._server.catalog, transport,  # type: ignore[arg-type]
                                self._server.settings.bcc_alias, self._server.stats.refused,
                                on_open=self._authenticated,
-                               in_flight=self._server.settings.client_in_flight)
+                               in_flight=self._server.settings.client_in_flight,
+                               others_active=self._server.others_active)
         self._server.sessions.add(self.session)
         self.data_received = self._first_bytes  # type: ignore[method-assign]
         self._deadline = self._server.loop.call_later(HANDSHAKE_TIMEOUT, self._too_slow)
@@ -268,6 +270,14 @@ class ProxyServer:
         self._unauthenticated: dict[str, int] = {}  # source address -> connections
         self._over_cap: set[str] = set()  # sources told about in the log
         self._servers: list[asyncio.AbstractServer] = []
+
+    def others_active(self, session: Session) -> int:
+        """How many sessions besides ``session`` sent the proxy something in the last
+        :data:`~rtroute.proxy.session.ACTIVE_WINDOW` seconds (a client at its in-flight budget
+        gives them their share of the broker: see ``Session._meter_room``)."""
+        since = time.monotonic() - ACTIVE_WINDOW
+        return sum(1 for other in self.sessions if other.last_active > since) - \
+            (session.last_active > since)
 
     def admit(self, source: str) -> bool:
         """Whether one more connection from ``source`` may wait for its login (see

@@ -54,7 +54,7 @@ import collections
 import functools
 import logging
 import re
-from time import perf_counter
+from time import monotonic, perf_counter
 from typing import Any, Callable
 
 from rtroute.amqp.content_header import FLAG_HEADERS, FLAGS_OFFSET, ContentHeader
@@ -118,6 +118,11 @@ READY_TIMEOUT = 15.0
 # at least, the wait before this one). Measured: 300,000 bindings routed 38 s after the proxy's
 # start on a busy 2-core machine (docs/performance.md, rtroute bench scale).
 LOAD_TIMEOUT = 60.0
+# seconds since a client last sent something during which it counts as active: a client at its
+# in-flight budget waits, after its confirms came, as long again as it waited for them for each
+# other active client (its share of the broker), at most SHARE_PAUSE_MAX seconds
+ACTIVE_WINDOW = 0.2
+SHARE_PAUSE_MAX = 1.0
 
 
 class _Expected:
@@ -155,6 +160,8 @@ class Session:
         on_open: called once the broker accepted the client's login (its ``open-ok``).
         in_flight: the cost (routing keys) of unconfirmed publishes to x-rtopic exchanges at
             which the client is not read until confirms come (:mod:`.confirm_meter`).
+        others_active: ``others_active(session)``: how many other clients are active (sent
+            something in the last :data:`ACTIVE_WINDOW` s); None: none are counted.
 
     Size: one state machine per client connection (see the module's Size paragraph): the pumps,
     the methods they rewrite and the answers they hold share its per-channel state; the
@@ -164,7 +171,8 @@ class Session:
     def __init__(self, catalogs: Catalog, client: asyncio.Transport,
                  bcc_alias: str, on_refusal: Callable[[str], Any] | None = None,
                  on_open: Callable[[], Any] | None = None,
-                 in_flight: int = DEFAULT_BUDGET) -> None:
+                 in_flight: int = DEFAULT_BUDGET,
+                 others_active: Callable[[Session], int] | None = None) -> None:
         self._catalogs = catalogs
         self._on_refusal = on_refusal
         self._on_open = on_open
@@ -199,6 +207,9 @@ class Session:
         # the client's broker work in flight (its share of the broker), and the wait for room
         self.meter = ConfirmMeter(in_flight)
         self._room: asyncio.Future[None] | None = None
+        self._others_active = others_active
+        self.last_active = 0.0  # time.monotonic() of the client's last bytes
+        self.share_paused = 0.0  # seconds this client waited to give the others their share
 
     # -- transports ------------------------------------------------------------------------------
 
@@ -293,6 +304,7 @@ class Session:
                 return
 
     def client_data(self, data: bytes) -> None:
+        self.last_active = monotonic()
         self._from_client += data
         if self._refusal is not None:
             self._pump_refusal()
@@ -877,11 +889,21 @@ class Session:
 
     async def _meter_room(self) -> None:
         """Until the client's publishes in flight are under its budget (confirms came, or
-        their channel closed)."""
+        their channel closed); then, while other clients are active, as long again as that
+        took for each of them (at most :data:`SHARE_PAUSE_MAX`): the broker's time for this
+        client's work is what it waited, and the others get theirs. A client under its budget
+        never waits."""
         if not self.meter.full:
             return
-        self._room = room = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        self._room = room = loop.create_future()
         await room
+        others = self._others_active(self) if self._others_active is not None else 0
+        if others:
+            pause = min(SHARE_PAUSE_MAX, (loop.time() - started) * others)
+            self.share_paused += pause
+            await asyncio.sleep(pause)
 
     def _made_room(self) -> None:
         room = self._room
