@@ -10,6 +10,7 @@
     keyfile = "/etc/rtroute/proxy.key"
     cacertfile = "/etc/rtroute/ca.pem"      # with verify_peer = true
     reuse_port = true
+    client_in_flight = 256                  # a client's unconfirmed routing keys (its share)
     http = "127.0.0.1:8421"                 # /livez /readyz /status /metrics (default: none)
     # http_token = "..."                    # needed when http is beyond loopback
 """

@@ -22,7 +22,7 @@ Pure bookkeeping: no I/O (the session writes the frames).
 """
 from __future__ import annotations
 
-__all__ = ["ConfirmMeter", "DEFAULT_BUDGET", "TX_REFUSED"]
+__all__ = ["DEFAULT_BUDGET", "TX_REFUSED", "ConfirmMeter"]
 
 # routing keys (the key and each BCC entry) a client's unconfirmed publishes to x-rtopic
 # exchanges may hold at the broker. Measured with rtroute bench proxy-isolation (docs/proxy.md):
@@ -57,7 +57,7 @@ class ConfirmMeter:
             through when nothing is in flight, whatever its cost).
     """
 
-    __slots__ = ("budget", "channels", "in_flight", "_tx")
+    __slots__ = ("_tx", "budget", "channels", "in_flight")
 
     def __init__(self, budget: int = DEFAULT_BUDGET) -> None:
         if budget < 1:

@@ -62,7 +62,6 @@ from rtroute.core import MAX_QUERY_BYTES
 from rtroute.core.frames import SCAN_BAD_END, SCAN_STOP, SCAN_TOO_LARGE, FrameScanner
 from rtroute.core.headers import HeaderKeys
 from rtroute.proxy import wire
-from rtroute.proxy.confirm_meter import DEFAULT_BUDGET, TX_REFUSED, ConfirmMeter
 from rtroute.proxy.catalog import (
     BINDINGS_SUFFIX,
     LAYOUT_ARGUMENTS,
@@ -71,6 +70,7 @@ from rtroute.proxy.catalog import (
     RTopic,
     VhostCatalog,
 )
+from rtroute.proxy.confirm_meter import DEFAULT_BUDGET, TX_REFUSED, ConfirmMeter
 from rtroute.proxy.permissions import ProbeChannel, read_probe
 from rtroute.routing.exchange_router import DEFAULT_FRAME_MAX
 

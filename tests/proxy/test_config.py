@@ -81,3 +81,13 @@ def test_an_http_endpoint_beyond_loopback_needs_a_token(monkeypatch):
 def test_http_keys_get_a_suggestion():
     with pytest.raises(ConfigError, match="did you mean 'http_token'"):
         loads_proxy_settings('[proxy]\nhttp_tokn = "x"\n')
+
+
+def test_the_client_budget_is_read_and_checked_on_its_line():
+    assert loads_proxy_settings("[proxy]\n", "r.toml").client_in_flight == 256
+    assert loads_proxy_settings("[proxy]\nclient_in_flight = 1000\n",
+                                "r.toml").client_in_flight == 1000
+    with pytest.raises(ConfigError, match=r"r\.toml:3: .*client_in_flight"):
+        loads_proxy_settings('[proxy]\nreuse_port = false\nclient_in_flight = 0\n', "r.toml")
+    with pytest.raises(ConfigError, match=r"r\.toml:2: .*client_in_flight"):
+        loads_proxy_settings('[proxy]\nclient_in_flight = "many"\n', "r.toml")

@@ -267,7 +267,6 @@ class ListSink:
 
 def test_the_outbox_publishes_through_any_sink_with_its_own_errors():
     from rtroute.relay.outbox import Outbox, PauseReason
-
     from tests.stub_broker import StubIOLoop
 
     ioloop = StubIOLoop()
@@ -302,7 +301,6 @@ def test_the_outbox_publishes_through_any_sink_with_its_own_errors():
 
 def test_bulk_needs_an_upstream_that_takes_acks_in_bulk():
     from rtroute.relay import BrokerUpstream, FutureUpstream, Relay, Timers
-
     from tests.stub_broker import StubIOLoop
 
     timers = Timers(StubIOLoop())
