@@ -132,7 +132,7 @@ class Session:
                 self._close(self.drain_reason)
             return
         if source.take_budget is not None and source.take_budget <= 0 \
-                and not len(source.settler) and not self.relay.queued:
+                and not source.in_hand and not self.relay.queued:
             self.delete_after_reached()
 
     def delete_after_reached(self) -> None:

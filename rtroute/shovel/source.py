@@ -25,6 +25,7 @@ arrives while the shovel is away.
 """
 from __future__ import annotations
 
+import collections
 import logging
 import socket
 import threading
@@ -119,6 +120,12 @@ class Source(Side):
         self.acked_mode = not self.auto_ack
         self.unbounded = self.auto_ack or cfg.prefetch_count == 0
         self.take_budget: int | None = None
+        # deliveries beyond src-delete-after (a prefetch above it): kept unacknowledged and
+        # parked (no multiple ack covers them, the broker delivers nothing more in their
+        # place), taken when a requeue gives the budget room, else back to the queue when the
+        # channel closes; (delivery, exchange, routing key), in delivery order
+        self.beyond: collections.deque[tuple[SourceDelivery, bytes, bytes]] = \
+            collections.deque()
         # the session's (see link): acks to the source in delivery order (once its channel is
         # open), the relay, and how each delivery is addressed to the destination
         self.settler: Settler = None  # type: ignore[assignment]  # set by link, before use
@@ -257,18 +264,31 @@ class Source(Side):
 
     # -- the hot path --------------------------------------------------------------------------
 
-    def on_delivery(self, tag: int, exchange: bytes, routing_key: bytes, parts: list) -> None:
+    def on_delivery(self, tag: int, exchange: bytes, routing_key: bytes, parts: list,
+                    beyond: SourceDelivery | None = None) -> None:
+        """One delivery of the source (``beyond``: one parked beyond src-delete-after, taken
+        now)."""
         if not self.alive:
             return
-        entry = SourceDelivery(tag, exchange, routing_key, parts, self.settler)
+        entry = beyond if beyond is not None else \
+            SourceDelivery(tag, exchange, routing_key, parts, self.settler)
         if self.acked_mode:
             if self.take_budget is not None:
-                if self.take_budget <= 0 or self.draining:
-                    # beyond src-delete-after: give it back untouched
+                if self.draining:  # the consumer is cancelled: back to the queue untouched
                     self.settler.nack(entry, requeue=True)
                     return
+                if self.take_budget <= 0:
+                    # beyond src-delete-after: not nacked (the broker would deliver it again
+                    # at once, every turn, until the budget's last confirm): parked
+                    self.settler.track(entry)
+                    self.settler.park(entry)
+                    self.beyond.append((entry, exchange, routing_key))
+                    return
                 self.take_budget -= 1
-            self.settler.track(entry)
+            if beyond is None:
+                self.settler.track(entry)
+            else:
+                self.settler.unpark(entry)
             if self.filter is not None and not self.filter.matches(entry):
                 self.counters["filtered"] += 1
                 if self.filter.leave:
@@ -311,7 +331,7 @@ class Source(Side):
         self.counters["acked"] += count
         if self.take_budget is not None:
             # what a new session would still have to take if this one died now
-            self.worker.remaining = self.take_budget + self.settler.outstanding
+            self.worker.remaining = self.take_budget + self.in_hand
         self.session.maybe_end()
 
     def settling_failed(self, what: str, exc: Exception) -> None:
@@ -324,8 +344,21 @@ class Source(Side):
             self.counters["requeued"] += 1
             if self.take_budget is not None:
                 self.take_budget += 1
+                if self.beyond:  # room: the next parked one goes (after this settling)
+                    self.session.later(0, self._take_beyond)
         else:
             self.counters["dead_lettered"] += 1
+
+    def _take_beyond(self) -> None:
+        if self.beyond and not self.draining and self.take_budget:
+            entry, exchange, routing_key = self.beyond.popleft()
+            self.on_delivery(entry.tag, exchange, routing_key, entry.parts, entry)
+
+    @property
+    def in_hand(self) -> int:
+        """Deliveries taken and not yet acknowledged to the broker (those parked beyond
+        src-delete-after are not taken)."""
+        return self.settler.outstanding - len(self.beyond)
 
     def has_dlx(self) -> bool | None:
         """Whether the source queue has a dead-letter exchange (an argument or a policy naming

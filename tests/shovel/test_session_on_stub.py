@@ -251,11 +251,41 @@ def test_src_delete_after_takes_that_many_and_leaves_the_rest_in_the_queue(rabbi
     assert [m.body for m in rabbit.queues["src"].ready] == BODIES[3:]
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="found on the stub: with a prefetch above src-delete-after, each "
-                          "delivery beyond the budget is nacked with requeue and delivered "
-                          "again at once, every ioloop turn, until the budget's last confirm "
-                          "(rtroute/shovel/source.py, Source.on_delivery)")
-def test_deliveries_beyond_src_delete_after_do_not_bounce_while_confirms_are_awaited(rabbit):
-    session_on(rabbit, "on_confirm", src_delete_after=3)  # the ioloop never settles
-    assert max(m.deliveries for m in rabbit.queues["src"].ready) <= 2
+def test_deliveries_beyond_src_delete_after_wait_parked_and_go_back_once(rabbit):
+    """A prefetch above src-delete-after: what comes beyond the budget is not nacked (the
+    broker would deliver it again at once, every turn, until the budget's last confirm) but
+    parked, unacknowledged, and back in the queue, delivered once, when the session ends."""
+    session = session_on(rabbit, "on_confirm", src_delete_after=3)  # prefetch 10
+    assert [p.body for p in dst_publishes(rabbit)] == BODIES[:3]
+    assert sorted(m.body for m in rabbit.unacked()) == BODIES
+    assert all(m.deliveries == 1 for m in rabbit.unacked())
+    rabbit.ack_all()
+    rabbit.ioloop.run()
+    assert acked_at_source(rabbit) == BODIES[:3]
+    assert not session.alive
+    assert [m.body for m in rabbit.queues["src"].ready] == BODIES[3:]
+    assert all(m.deliveries == 1 for m in rabbit.queues["src"].ready)
+
+
+def test_a_requeue_under_src_delete_after_takes_a_parked_delivery_instead(rabbit):
+    """The destination refuses one of the budget's messages (back to the source): the budget
+    has room for one more, taken from what comes next (here the broker delivers the requeued
+    message again before the parked ones are looked at); exactly three are taken in all, the
+    others go back to the queue, none twice."""
+    session = session_on(rabbit, "on_confirm", src_delete_after=3, nack_retries=0,
+                         on_refused="requeue")
+    published = dst_publishes(rabbit)
+    assert [p.body for p in published] == BODIES[:3]
+    rabbit.nack(published[0])  # m1 refused: requeued after its back-off
+    rabbit.ack(published[1])
+    rabbit.ack(published[2])
+    rabbit.ioloop.run()
+    rabbit.ioloop.advance(1.0)
+    (again,) = dst_publishes(rabbit)[3:]
+    assert again.body in (b"m1", b"m4")
+    rabbit.ack(again)
+    rabbit.ioloop.run()
+    assert sorted(acked_at_source(rabbit)) == sorted([b"m2", b"m3", again.body])
+    assert not session.alive
+    assert sorted(m.body for m in rabbit.queues["src"].ready) == \
+        sorted(set(BODIES) - {b"m2", b"m3", again.body})
