@@ -176,14 +176,14 @@ def test_stopping_the_destination_node_mid_transfer(node2, names, shovels):
     states = [s.value for s, _r, _t in keeps.status.history]
     assert states[-1] == "running"
     # the history keeps the last 50 changes: a node that takes over ~12 s to restart (0.5 s
-    # reconnects: two changes each) pushes the first ones out; wait_state above saw them
+    # reconnects: two changes each) pushes the first ones out, or some of them (CI once kept
+    # exactly 50, the first "running" among them); wait_state above saw them
     if len(states) < 50:
         assert states[:2] == ["starting", "running"]
-        middle = states[2:-1]
-        assert middle[0] == "terminated"
-    else:
-        middle = states[:-1]
-    assert "terminated" in middle and "starting" in middle
+    first = states.index("terminated")
+    assert set(states[:first]) <= {"starting", "running"}  # before the node stopped
+    middle = states[first:-1]  # from the node's stop to its restart
+    assert "starting" in middle
     assert set(middle) <= {"terminated", "starting"}
     wait_for(lambda: depth(LOCAL, src1) == 0, 30)
     wait_for(lambda: keeps.status.counters["acked"] >= total, 30)
