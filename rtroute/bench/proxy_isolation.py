@@ -20,6 +20,8 @@ import contextlib
 import multiprocessing
 import os
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import time
@@ -31,7 +33,7 @@ from typing import Any, Callable
 
 import pika
 
-from rtroute.amqp import connect_blocking
+from rtroute.amqp import connect_blocking, frame_codec, methods
 from rtroute.bench.proxy import proxy_uri, register_rtopic
 from rtroute.bench.publish import resolve_bindings_type
 from rtroute.ops.netaddr import free_port
@@ -83,22 +85,75 @@ def _readyz(http: int) -> None:
 
 def _hog(uri: str, exchange: str, key: str, bcc: list[str] | None, stop: Any) -> None:
     """The hostile client (a process of its own): publishes ``key`` to ``exchange`` as fast as
-    it can, without confirms, a header that changes per message (as amqplib's clients send:
-    no cached rewrite, each message routed), until ``stop`` is set."""
-    conn = pika.BlockingConnection(pika.URLParameters(uri))
-    out = conn.channel()
+    the other end reads, without confirms, a header that changes per message (as amqplib's
+    clients send: no cached rewrite, each message routed), until ``stop`` is set.
+
+    It writes pre-encoded frames to a blocking socket, as a fast client on another machine
+    would: the pace is what the proxy (or the broker) reads, not this process's CPU (pika's
+    BlockingConnection buffers every publish in its own memory at ~30 µs of CPU each, took a
+    core of this 2-core machine from the broker and the proxy, and went on pushing its backlog
+    for seconds after stop). At stop its socket is reset: what it had not sent is gone, as
+    with a client that is killed."""
+    try:
+        sock = _raw_connection(uri)
+    except OSError:
+        return
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    publish = frame_codec.publish_frame(1, exchange.encode(), key.encode(), False)
+    body = frame_codec.HEAD.pack(frame_codec.FRAME_BODY, 1, 1) + b"h\xce"
+    bcc_entry = b"" if not bcc else b"\x03BCCA" + _longstr(b"".join(
+        b"S" + _longstr(k.encode()) for k in bcc))
     sent = 0
-    while not stop.is_set():
-        try:
-            sent += 1
-            headers: dict[str, Any] = {"n": sent}
-            if bcc:
-                headers["BCC"] = bcc
-            out.basic_publish(exchange, key, b"h", pika.BasicProperties(headers=headers))
-            conn.process_data_events(0)
-        except Exception:  # noqa: BLE001 - the proxy stopped under it
-            return
-    conn.close()
+    try:
+        while not stop.is_set():
+            batch = []
+            for _ in range(100):
+                sent += 1
+                table = b"\x01nl" + struct.pack(">q", sent) + bcc_entry
+                props = struct.pack(">HHQH", 60, 0, 1, 0x2000) + _longstr(table)
+                batch += (publish, frame_codec.HEAD.pack(frame_codec.FRAME_HEADER, 1,
+                                                         len(props)), props, b"\xce", body)
+            sock.sendall(b"".join(batch))
+    except OSError:
+        pass  # the proxy stopped under it
+    finally:
+        sock.close()
+
+
+def _longstr(data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + data
+
+
+def _raw_connection(uri: str) -> socket.socket:
+    """A socket with an AMQP 0-9-1 connection to ``uri`` (PLAIN login, no heartbeats) and
+    channel 1 open."""
+    params = pika.URLParameters(uri)
+    sock = socket.create_connection((params.host, params.port), timeout=30)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    reader = sock.makefile("rb")
+
+    def frame() -> bytes:
+        _kind, _channel, size = frame_codec.HEAD.unpack(reader.read(7))
+        return reader.read(size + 1)[:-1]
+
+    def method(method_id: int, fields: bytes, channel: int = 0) -> None:
+        sock.sendall(frame_codec.method_frame(channel, method_id, fields))
+
+    credentials = params.credentials
+    sock.sendall(b"AMQP\x00\x00\x09\x01")
+    frame()  # connection.start
+    login = b"\x00" + credentials.username.encode() + b"\x00" + credentials.password.encode()
+    method(methods.CONNECTION_START_OK, _longstr(b"") + frame_codec.shortstr("PLAIN") +
+           _longstr(login) + frame_codec.shortstr("en_US"))
+    tune = frame()  # connection.tune: channel_max, frame_max as offered
+    method(methods.CONNECTION_TUNE_OK, tune[4:10] + b"\x00\x00")
+    method(methods.CONNECTION_OPEN, frame_codec.shortstr(params.virtual_host) +
+           frame_codec.shortstr("") + b"\x00")
+    frame()  # open-ok
+    method(methods.CHANNEL_OPEN, frame_codec.shortstr(""), channel=1)
+    frame()  # channel.open-ok
+    sock.settimeout(None)
+    return sock
 
 
 @contextlib.contextmanager

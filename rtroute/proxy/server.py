@@ -240,10 +240,15 @@ class _BrokerProtocol(asyncio.Protocol):
             self._session.close()
 
     def pause_writing(self) -> None:
-        self._client.pause_reading()  # type: ignore[attr-defined]
+        if self._session is not None:
+            self._session.broker_writable(False)
+        else:
+            self._client.pause_reading()  # type: ignore[attr-defined]
 
     def resume_writing(self) -> None:
-        if not self._client.is_closing():
+        if self._session is not None:
+            self._session.broker_writable(True)
+        elif not self._client.is_closing():
             self._client.resume_reading()  # type: ignore[attr-defined]
 
 

@@ -122,6 +122,10 @@ LOAD_TIMEOUT = 60.0
 # in-flight budget waits, after its confirms came, as long again as it waited for them for each
 # other active client (its share of the broker), at most SHARE_PAUSE_MAX seconds
 ACTIVE_WINDOW = 0.2
+# bytes of a client's stream read ahead of what its pump took, at most: beyond, the client is
+# not read until the pump catches up (a client held by its budget keeps sending; reading on
+# would buffer without bound, and cutting a large buffer costs each turn)
+CLIENT_READ_AHEAD = 256 * 1024
 SHARE_PAUSE_MAX = 1.0
 
 
@@ -190,6 +194,8 @@ class Session:
         self._protocol_header = False
         self._broker_started = False
         self._held = False
+        self._reading = True  # the client's transport reads (see _update_reading)
+        self._broker_full = False  # the broker's write buffer is above its high mark
         self._closed = False
         self.frame_max = DEFAULT_FRAME_MAX
         self._heartbeat = 0  # seconds, as the client's tune-ok negotiated (0: none)
@@ -215,9 +221,28 @@ class Session:
 
     def broker_connected(self, broker: asyncio.Transport) -> None:
         self._broker = broker
-        if not self._held:
-            self._client.resume_reading()
         self._pump_client()
+        self._update_reading()
+
+    def broker_writable(self, writable: bool) -> None:
+        """The broker's write buffer went above its high mark (False) or back under its low
+        mark (True): the client is read again only when nothing else holds it."""
+        self._broker_full = not writable
+        self._update_reading()
+
+    def _update_reading(self) -> None:
+        """Reads the client while nothing holds it: not held (a wait of its own), the broker
+        taking what it sends, and at most :data:`CLIENT_READ_AHEAD` bytes not yet pumped."""
+        if self._closed:
+            return
+        reading = not self._held and not self._broker_full and self._broker is not None \
+            and len(self._from_client) <= CLIENT_READ_AHEAD
+        if reading != self._reading:
+            self._reading = reading
+            if reading:
+                self._client.resume_reading()
+            else:
+                self._client.pause_reading()
 
     def _to_broker(self, data: bytes) -> None:
         if self._broker is not None and not self._closed:
@@ -310,9 +335,11 @@ class Session:
             self._pump_refusal()
         elif self._broker is not None:
             self._pump_client()
+            if len(self._from_client) > CLIENT_READ_AHEAD:
+                self._update_reading()
         elif len(self._from_client) > wire.PRE_TUNE_FRAME_MAX + 8:
             # the broker connection is still being made: the client waits (TCP pushes back)
-            self._client.pause_reading()
+            self._update_reading()
 
     def broker_data(self, data: bytes) -> None:
         # most reads (confirms, deliveries of plain exchanges) are whole frames that pass as
@@ -330,7 +357,7 @@ class Session:
     def _hold(self, until: Callable[[], Any]) -> None:
         """Stop reading the client until ``until()`` (a coroutine) is done, then go on."""
         self._held = True
-        self._client.pause_reading()
+        self._update_reading()
 
         async def wait() -> None:
             try:
@@ -338,8 +365,8 @@ class Session:
             finally:
                 self._held = False
                 if not self._closed:
-                    self._client.resume_reading()
-                    self._pump_client()
+                    self._pump_client()  # what was read ahead first
+                    self._update_reading()
 
         asyncio.ensure_future(wait())
 
@@ -491,6 +518,8 @@ class Session:
                 del buf[:pos]
         if data and self._broker is not None and not self._closed:
             self._broker.write(data)
+        if not self._reading and not self._held:  # caught up: read on
+            self._update_reading()
 
     def _channel_above_max(self, channel: int) -> None:
         self._fail(504, f"CHANNEL_ERROR - rtroute proxy: channel {channel} is above the "
