@@ -16,6 +16,7 @@ from rtroute.core import frames
 from rtroute.proxy import session as session_module
 from rtroute.proxy import wire
 from rtroute.proxy.catalog import RTopic
+from rtroute.proxy.confirm_meter import ConfirmMeter
 from rtroute.proxy.session import Session
 
 ACK = 60 << 16 | 80
@@ -24,15 +25,16 @@ ACK = 60 << 16 | 80
 class _Transport:
     def __init__(self) -> None:
         self.data = bytearray()
+        self.reading = True
 
     def write(self, data: bytes) -> None:
         self.data += data
 
     def pause_reading(self) -> None:
-        pass
+        self.reading = False
 
     def resume_reading(self) -> None:
-        pass
+        self.reading = True
 
     def close(self) -> None:
         pass
@@ -151,8 +153,9 @@ def scanner(request, monkeypatch):
                 session_module._CLIENT_METHODS,
                 session_module._CLIENT_METHODS | {wire.BASIC_PUBLISH})))
         monkeypatch.setattr(session_module, "_BROKER_SCANNERS", tuple(
-            cls(sorted(m)) for m in (
-                {wire.CHANNEL_CLOSE}, session_module._RENAMED | {wire.CHANNEL_CLOSE})))
+            cls(sorted({wire.CHANNEL_CLOSE, wire.CONNECTION_TUNE} | renamed | confirms))
+            for confirms in (frozenset(), session_module._CONFIRMS)
+            for renamed in (frozenset(), session_module._RENAMED)))
     elif frames.FrameScanner is frames.PyFrameScanner:
         pytest.skip("extension not built")
     return request.param
@@ -233,3 +236,33 @@ def test_broker_bytes_reach_the_client_alike_however_they_are_cut(scanner):
     assert deliver_to_client([bytes((b,)) for b in data]) == whole
     for seed in range(20):
         assert deliver_to_client(cuts(data, seed)) == whole, seed
+
+
+def test_a_client_held_by_its_budget_is_not_read_on_when_the_broker_takes_writes_again():
+    """A client at its in-flight budget is held (not read) until confirms come; the broker's
+    write buffer draining (resume_writing) must not resume it: it read on before, and its
+    stream piled up in the proxy without bound. The confirm frees it, and what it sent
+    meanwhile goes on."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        session, client, _broker = new_session()
+        session.meter = ConfirmMeter(budget=1)
+        one = message(1, b"logs", b"a.*", b"x" * 100)
+        session.client_data(one * 3)
+        assert session._held and not client.reading  # one publish in flight: at its budget
+        assert session.rewritten == 1
+        session.broker_writable(False)
+        session.broker_writable(True)
+        assert not client.reading
+        ack = method_frame(1, ACK, struct.pack(">QB", 1, 0))
+        session.broker_data(ack)  # the broker's confirm of the proxy's own confirm mode
+        while session.rewritten < 2:
+            loop.run_until_complete(asyncio.sleep(0))
+        assert session._held and not client.reading  # the next one is in flight
+        assert b"\x00\x3c\x00\x50" not in client.data  # not the client's confirm: swallowed
+        session.close()
+        for _ in range(3):  # the hold's wait ends (cancelled)
+            loop.run_until_complete(asyncio.sleep(0))
+    finally:
+        loop.close()
