@@ -34,6 +34,7 @@ from typing import Any, Callable
 import pika
 
 from rtroute.amqp import connect_blocking, frame_codec, methods
+from rtroute.amqp.field_table import encode_entries, encode_table
 from rtroute.bench.proxy import proxy_uri, register_rtopic
 from rtroute.bench.publish import resolve_bindings_type
 from rtroute.ops.netaddr import free_port
@@ -101,8 +102,7 @@ def _hog(uri: str, exchange: str, key: str, bcc: list[str] | None, stop: Any) ->
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     publish = frame_codec.publish_frame(1, exchange.encode(), key.encode(), False)
     body = frame_codec.HEAD.pack(frame_codec.FRAME_BODY, 1, 1) + b"h\xce"
-    bcc_entry = b"" if not bcc else b"\x03BCCA" + _longstr(b"".join(
-        b"S" + _longstr(k.encode()) for k in bcc))
+    bcc_entry = encode_entries({"BCC": bcc}) if bcc else b""
     sent = 0
     try:
         while not stop.is_set():
@@ -143,7 +143,7 @@ def _raw_connection(uri: str) -> socket.socket:
     sock.sendall(b"AMQP\x00\x00\x09\x01")
     frame()  # connection.start
     login = b"\x00" + credentials.username.encode() + b"\x00" + credentials.password.encode()
-    method(methods.CONNECTION_START_OK, _longstr(b"") + frame_codec.shortstr("PLAIN") +
+    method(methods.CONNECTION_START_OK, encode_table({}) + frame_codec.shortstr("PLAIN") +
            _longstr(login) + frame_codec.shortstr("en_US"))
     tune = frame()  # connection.tune: channel_max, frame_max as offered
     method(methods.CONNECTION_TUNE_OK, tune[4:10] + b"\x00\x00")

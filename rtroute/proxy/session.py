@@ -122,11 +122,11 @@ LOAD_TIMEOUT = 60.0
 # in-flight budget waits, after its confirms came, as long again as it waited for them for each
 # other active client (its share of the broker), at most SHARE_PAUSE_MAX seconds
 ACTIVE_WINDOW = 0.2
+SHARE_PAUSE_MAX = 1.0
 # bytes of a client's stream read ahead of what its pump took, at most: beyond, the client is
 # not read until the pump catches up (a client held by its budget keeps sending; reading on
 # would buffer without bound, and cutting a large buffer costs each turn)
 CLIENT_READ_AHEAD = 256 * 1024
-SHARE_PAUSE_MAX = 1.0
 
 
 class _Expected:
@@ -215,7 +215,6 @@ class Session:
         self._room: asyncio.Future[None] | None = None
         self._others_active = others_active
         self.last_active = 0.0  # time.monotonic() of the client's last bytes
-        self.share_paused = 0.0  # seconds this client waited to give the others their share
 
     # -- transports ------------------------------------------------------------------------------
 
@@ -437,7 +436,7 @@ class Session:
                         if meter.full:  # the client's share of the broker is in flight
                             self._hold(self._meter_room)
                             break  # this frame again when confirms made room
-                        if channel not in counted and meter.needs_select(channel):
+                        if meter.needs_select(channel):
                             # confirms, to see the broker's progress (no-wait: no answer)
                             out.append(wire.method_frame(channel, wire.CONFIRM_SELECT, b"\x01"))
                             meter.selected_by_proxy(channel)
@@ -930,9 +929,7 @@ class Session:
         await room
         others = self._others_active(self) if self._others_active is not None else 0
         if others:
-            pause = min(SHARE_PAUSE_MAX, (loop.time() - started) * others)
-            self.share_paused += pause
-            await asyncio.sleep(pause)
+            await asyncio.sleep(min(SHARE_PAUSE_MAX, (loop.time() - started) * others))
 
     def _made_room(self) -> None:
         room = self._room
