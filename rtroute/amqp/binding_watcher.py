@@ -50,17 +50,20 @@ import threading
 import time
 from typing import Any, Callable, NamedTuple
 
-from rtroute.amqp.event_feed import EVENT_EXCHANGE, EVENT_KEYS, EventFeed
+from rtroute.amqp.event_feed import EVENT_EXCHANGE, EVENT_KEYS, EventFeed, RelayedFeed
 from rtroute.amqp.management import BindingInfo, ManagementClient, ManagementError, NotFound
 from rtroute.amqp.management_listing import ListingProgress
 
-__all__ = ["Binding", "BindingWatcher", "WatcherState"]
+__all__ = ["RELIST_WITH_EVENTS", "Binding", "BindingWatcher", "WatcherState"]
 
 LOGGER = logging.getLogger(__name__)
 # listings of the management API a process makes at once, whatever the number of watchers:
 # thousands at once (a proxy following thousands of exchanges) overwhelm the API, which then
 # times out and drops connections for everyone
 LISTINGS_AT_ONCE = threading.BoundedSemaphore(4)
+# seconds between re-listings while events flow: a rare reconciliation (the events keep the
+# bindings current; a listing of 100,000 bindings costs the broker seconds of CPU)
+RELIST_WITH_EVENTS = 300.0
 
 
 
@@ -142,7 +145,7 @@ class BindingWatcher:
         poll_interval: float = 5.0,
         use_events: bool = True,
         retry_delay: float = 2.0,
-        feed: EventFeed | None = None,
+        feed: EventFeed | RelayedFeed | None = None,
         on_current: Callable[[bool], Any] | None = None,
     ) -> None:
         self.exchange = exchange
@@ -359,6 +362,9 @@ class BindingWatcher:
         if self.state in (WatcherState.STOPPED, WatcherState.DETACHED):
             return
         self._events = True
+        # a listing running now (a poll's) may have been read before the subscription: void
+        self._listing_generation += 1
+        self._listing_running = False
         self._start_listing()
 
     def _feed_absent(self) -> None:
