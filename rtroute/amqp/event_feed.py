@@ -254,6 +254,7 @@ class _Relay:
     def __init__(self, watcher: BindingWatcher, relayed: RelayedFeed) -> None:
         self.watcher = watcher
         self.exchange = watcher.exchange
+        self.vhost = getattr(watcher, "vhost", None)
         self._relayed = relayed
 
     def _feed_subscribed(self) -> None:
@@ -266,4 +267,6 @@ class _Relay:
         self._relayed.to_watchers(lambda: self.watcher._feed_lost(reason))
 
     def _feed_event(self, kind: str, headers: dict[str, Any]) -> None:
+        if headers.get("vhost") != self.vhost:
+            return  # another vhost's (the watcher would drop it): no trip to its thread
         self._relayed.to_watchers(lambda: self.watcher._feed_event(kind, headers))
