@@ -16,7 +16,7 @@ Then, one process at a time:
   once the bindings are known).
 
 With ``idle`` seconds (``--idle``), each process is then left idle that long and the broker's
-CPU meanwhile is read from ``/proc/PID/stat`` of its node (``os_pid`` in the management API:
+CPU meanwhile (the median of 5-s spans) is read from ``/proc/PID/stat`` of its node (``os_pid`` in the management API:
 a broker on this machine only), beside the same span with neither process running: what an
 idle proxy or sidecar costs the broker (its event consumption, its re-listings).
 
@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import threading
@@ -114,8 +115,10 @@ def broker_pid(api: ManagementClient) -> int | None:
     return pid if os.path.exists(f"/proc/{pid}/stat") else None
 
 
-def cpu_share(pid: int | None, seconds: float) -> float | None:
-    """The share of one core process ``pid`` used over the next ``seconds`` (None: unknown)."""
+def cpu_share(pid: int | None, seconds: float, window: float = 5.0) -> float | None:
+    """The share of one core process ``pid`` used over the next ``seconds``: the median of
+    its ``window``-second spans (a burst of another user of a shared broker moves it less
+    than a mean would; None: unknown)."""
     if pid is None or seconds <= 0:
         return None
 
@@ -124,12 +127,15 @@ def cpu_share(pid: int | None, seconds: float) -> float | None:
             fields = stat.read().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
+    shares = []
     try:
-        before, begun = used(), time.monotonic()
-        time.sleep(seconds)
-        return (used() - before) / (time.monotonic() - begun)
+        for _ in range(max(1, round(seconds / window))):
+            before, begun = used(), time.monotonic()
+            time.sleep(min(window, seconds))
+            shares.append((used() - before) / (time.monotonic() - begun))
     except (OSError, IndexError, ValueError):
         return None
+    return statistics.median(shares)
 
 
 class _Readyz:
