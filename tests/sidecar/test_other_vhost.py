@@ -88,3 +88,39 @@ def test_without_permission_on_the_event_vhost_it_polls_and_says_so(sidecars, sc
     assert sc.exchange(name)["bindings_watch"] == "polling"
     _routed_after_bind(scratch_vhost, name, timeout=30)
     assert "binding watchers poll until the events are back" in sc.log()
+
+
+def _event_connections(mgmt) -> list[str]:
+    """rtroute's event connections (``rtroute events (USER)``)."""
+    return [c["name"] for c in mgmt.request("GET", "connections")
+            if str(c.get("user_provided_name") or "").startswith("rtroute events (")]
+
+
+def test_a_lost_event_connection_is_a_gap_until_it_resubscribed_and_listed(
+        sidecars, scratch_vhost, mgmt):
+    """The event connection is closed (by an operator, here; a node restart): its consumer
+    is gone. Until the sidecar has subscribed again and listed, a change could be missed:
+    /readyz is 503 meanwhile (the listing is held to show it), then 200; the watcher polls
+    while the event connection is away and follows the events again once it is back."""
+    name = f"rtroute-test.gap.{uuid.uuid4().hex[:8]}"
+    gate = ManagementGate(MANAGEMENT_URI, name + ".bindings")
+    try:
+        gate.open()
+        sc = sidecars("--rtopic", name, "--uri", broker_uri_for(scratch_vhost),
+                      "--management-uri", gate.url)
+        sc.wait_running(name, bindings=0, timeout=30)
+        wait_for(lambda: sc.exchange(name).get("bindings_watch") == "following", timeout=20)
+        connections = wait_for(lambda: _event_connections(mgmt), timeout=20)
+        gate.hold()
+        for connection in connections:
+            mgmt.request("DELETE", f"connections/{quote(connection, safe='')}")
+        wait_for(lambda: sc.exchange(name).get("bindings_loading"), timeout=20)
+        assert not (sc.status() or {}).get("healthy")
+        wait_for(lambda: gate.holding, timeout=20)  # subscribed again, listing
+        gate.open()
+        wait_for(lambda: (sc.status() or {}).get("healthy"), timeout=30)
+        # polling while the event connection is away, following once it is back
+        wait_for(lambda: sc.exchange(name).get("bindings_watch") == "following", timeout=30)
+        _routed_after_bind(scratch_vhost, name, timeout=30)
+    finally:
+        gate.close()
