@@ -156,6 +156,21 @@ def mgmt(broker_uri: str) -> ManagementClient:
     return management_client()
 
 
+@pytest.fixture
+def scratch_vhost(mgmt: ManagementClient) -> Iterator[str]:
+    """A new vhost (other than ``/``: no event exchange in it) where the test user may do
+    anything; deleted with all it holds at teardown."""
+    import uuid
+
+    name = f"rtroute-test-vh-{uuid.uuid4().hex[:6]}"
+    mgmt.request("PUT", f"vhosts/{quote(name, safe='')}", {})
+    user = parse_uri(BROKER_URI, strict=False).username
+    mgmt.request("PUT", f"permissions/{quote(name, safe='')}/{quote(user, safe='')}",
+                 {"configure": ".*", "write": ".*", "read": ".*"})
+    yield name
+    mgmt.request("DELETE", f"vhosts/{quote(name, safe='')}")
+
+
 _OTHER_MANAGEMENT_CANDIDATES = ("http://guest:guest@127.0.0.1:15672/",
                                 "http://guest:guest@127.0.0.1:15673/")
 

@@ -78,6 +78,10 @@ class ManagementGate:
         """Lets the held listings (and every later one) through."""
         self.opened.set()
 
+    def hold(self) -> None:
+        """Holds the later listings again (a listing already let through goes on)."""
+        self.opened.clear()
+
     def fail(self, status: int, reason: str) -> None:
         """Answers the held listings (and every later one) with ``status`` and ``reason``."""
         self.failure = (status, json.dumps({"error": "gate", "reason": reason}))

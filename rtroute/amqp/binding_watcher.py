@@ -50,17 +50,22 @@ import threading
 import time
 from typing import Any, Callable, NamedTuple
 
-from rtroute.amqp.event_feed import EVENT_EXCHANGE, EVENT_KEYS, EventFeed
-from rtroute.amqp.management import BindingInfo, ManagementClient, ManagementError, NotFound
+from rtroute.amqp.binding_table import BindingTable
+from rtroute.amqp.binding_table import Entry as _Entry
+from rtroute.amqp.event_feed import EVENT_EXCHANGE, EVENT_KEYS, EventFeed, RelayedFeed
+from rtroute.amqp.management import ManagementClient, ManagementError, NotFound
 from rtroute.amqp.management_listing import ListingProgress
 
-__all__ = ["Binding", "BindingWatcher", "WatcherState"]
+__all__ = ["RELIST_WITH_EVENTS", "Binding", "BindingWatcher", "WatcherState"]
 
 LOGGER = logging.getLogger(__name__)
 # listings of the management API a process makes at once, whatever the number of watchers:
 # thousands at once (a proxy following thousands of exchanges) overwhelm the API, which then
 # times out and drops connections for everyone
 LISTINGS_AT_ONCE = threading.BoundedSemaphore(4)
+# seconds between re-listings while events flow: a rare reconciliation (the events keep the
+# bindings current; a listing of 100,000 bindings costs the broker seconds of CPU)
+RELIST_WITH_EVENTS = 300.0
 
 
 
@@ -83,9 +88,9 @@ class WatcherState(enum.Enum):
     STOPPED = "stopped"
 
 
-# An entry identifies one binding exactly: a Binding plus its arguments, normalised so that the
-# management API's JSON and the event's Erlang text give the same value for simple arguments.
-_Entry = tuple[str, str, str, tuple]
+# An entry (_Entry) identifies one binding exactly: a Binding plus its arguments, normalised so
+# that the management API's JSON and the event's Erlang text give the same value for simple
+# arguments.
 Listener = Callable[[Binding], Any]
 KeyListener = Callable[[str], Any]
 
@@ -142,7 +147,7 @@ class BindingWatcher:
         poll_interval: float = 5.0,
         use_events: bool = True,
         retry_delay: float = 2.0,
-        feed: EventFeed | None = None,
+        feed: EventFeed | RelayedFeed | None = None,
         on_current: Callable[[bool], Any] | None = None,
     ) -> None:
         self.exchange = exchange
@@ -160,10 +165,8 @@ class BindingWatcher:
         self.retry_delay = retry_delay
         self._use_events = use_events
         self._feed = feed
-        self._entries: set[_Entry] = set()
-        self._binding_counts: dict[Binding, int] = {}
-        self._key_counts: dict[str, int] = {}
-        self._by_destination: dict[tuple[str, str], set[_Entry]] = {}
+        self._table = BindingTable()  # the one copy of the bindings (see its module)
+        self._key_counts: dict[str, int] = {}  # only with key listeners
         self._connection: Any = None
         self._channel: Any = None  # the event channel in use, from the open request on
         self._events = False
@@ -193,12 +196,12 @@ class BindingWatcher:
     @property
     def bindings(self) -> frozenset[Binding]:
         """The bindings known now."""
-        return frozenset(self._binding_counts)
+        return frozenset(Binding(*b) for b in self._table.bindings())
 
     @property
     def binding_keys(self) -> frozenset[str]:
         """The distinct binding keys known now."""
-        return frozenset(self._key_counts)
+        return frozenset(self._table.keys())
 
     @property
     def ready(self) -> bool:
@@ -359,6 +362,9 @@ class BindingWatcher:
         if self.state in (WatcherState.STOPPED, WatcherState.DETACHED):
             return
         self._events = True
+        # a listing running now (a poll's) may have been read before the subscription: void
+        self._listing_generation += 1
+        self._listing_running = False
         self._start_listing()
 
     def _feed_absent(self) -> None:
@@ -440,7 +446,10 @@ class BindingWatcher:
                     progress.started = time.monotonic()  # its turn came
                     # "[]" is also the answer for an exchange that does not exist here
                     management.exchange(exchange, vhost)
-                    rows: Any = management.exchange_bindings(exchange, vhost, progress)
+                    rows: Any = BindingTable()
+                    for row in management.iter_exchange_bindings(exchange, vhost, progress):
+                        rows.add((row.destination, row.destination_type, row.routing_key,
+                                  _listed_arguments(row.arguments)))
                 error = None
             except NotFound:
                 rows, error = None, (f"exchange {exchange!r} does not exist in vhost {vhost!r} "
@@ -459,7 +468,7 @@ class BindingWatcher:
 
         threading.Thread(target=work, name=f"rtroute-list-{exchange}", daemon=True).start()
 
-    def _on_listing(self, generation: int, rows: list[BindingInfo] | None,
+    def _on_listing(self, generation: int, listed: BindingTable | None,
                     error: str | None) -> None:
         if generation != self._listing_generation:
             return
@@ -472,15 +481,11 @@ class BindingWatcher:
                            self._start_listing)
             return
         self.listings += 1
-        entries = {
-            (row.destination, row.destination_type, row.routing_key,
-             _listed_arguments(row.arguments))
-            for row in rows or ()
-        }
+        entries = listed if listed is not None else BindingTable()
         for event in buffered:
-            _apply_to_set(entries, event)
+            entries.apply(event)
         if self._exact and self._events:
-            entries = self._reconcile(entries)
+            self._reconcile(entries)
         listing = self.listing
         if listing is not None:
             listing.phase, listing.rows = "applying", 0
@@ -510,7 +515,7 @@ class BindingWatcher:
     def _interval(self) -> float:
         return self.relist_interval if self._events else self.poll_interval
 
-    def _reconcile(self, listed: set[_Entry]) -> set[_Entry]:
+    def _reconcile(self, listed: BindingTable) -> None:
         """What to keep when a re-listing differs from the table the events have kept.
 
         While events flow, the table is exact and a re-listing is only a fallback, so a
@@ -521,17 +526,15 @@ class BindingWatcher:
         lacks them too, so one bad listing never empties a known table.
         """
         # entries that differ only in how their arguments normalised are the same bindings
-        listed_bindings = {e[:3] for e in listed}
-        known_bindings = {e[:3] for e in self._entries}
         settled = self._removed_by_events
         self._removed_by_events = set()
-        unlisted = {e for e in self._entries - listed
-                    if e[:3] not in listed_bindings and e[:3] not in settled}
-        added = {e for e in listed - self._entries if e[:3] not in known_bindings}
+        unlisted = {e for b in self._table.missing_from(listed) if b not in settled
+                    for e in self._table.entries_of(*b)}
+        added = {e for b in listed.missing_from(self._table) for e in listed.entries_of(*b)}
         removable = unlisted & self._unconfirmed_removals
         self._unconfirmed_removals = unlisted - removable
         if not unlisted and not added:
-            return listed
+            return
         self.disagreements += 1
         kept = unlisted - removable
         self.last_disagreement = (
@@ -541,51 +544,50 @@ class BindingWatcher:
             "until the next listing)")
         LOGGER.warning("binding watcher: %s; e.g. %s", self.last_disagreement,
                        ", ".join(repr(Binding(*e[:3])) for e in list(unlisted ^ added)[:3]))
-        return listed | kept
+        for entry in kept:
+            listed.add(entry)
 
     # -- state changes -------------------------------------------------------------------------
 
     def _apply_live(self, event: tuple[str, Any]) -> None:
         action, payload = event
         if action == "add":
-            self._add_entry(payload)
+            if self._table.add(payload) == 2:
+                self._binding_added(Binding(*payload[:3]))
         elif action == "remove":
             self._removed_by_events.add(payload[:3])
-            self._remove_entry(payload)
-            binding = Binding(*payload[:3])
-            if binding in self._binding_counts:
+            if self._table.remove(payload) == 2:
+                self._binding_removed(Binding(*payload[:3]))
+            elif self._table.has_binding(*payload[:3]):
                 # another entry for the same binding: a binding with other arguments, or the
                 # same one whose arguments normalised differently; a listing tells which
                 self.relist_soon()
         elif action == "drop":
-            for entry in list(self._by_destination.get(payload, ())):
-                self._remove_entry(entry)
+            for key in self._table.drop(*payload):
+                self._binding_removed(Binding(payload[0], payload[1], key))
         else:
-            for entry in list(self._entries):
-                self._remove_entry(entry)
+            for binding in self._table.clear():
+                self._binding_removed(Binding(*binding))
 
-    def _replace_all(self, entries: set[_Entry], listing: ListingProgress | None = None) -> None:
-        for entry in self._entries - entries:
-            self._remove_entry(entry)
-        for count, entry in enumerate(entries - self._entries, 1):
-            self._add_entry(entry)
+    def _replace_all(self, table: BindingTable, listing: ListingProgress | None = None) -> None:
+        """``table`` becomes the watcher's (one copy of the bindings, not two); the listeners
+        hear of the bindings it lacks, then of those it adds."""
+        old, self._table = self._table, table
+        for binding in list(old.missing_from(table)):
+            self._binding_removed(Binding(*binding))
+        count = 0
+        for count, binding in enumerate(table.missing_from(old), 1):
+            self._binding_added(Binding(*binding))
             if listing is not None and not count % 1000:
                 listing.rows = count
         if listing is not None:
-            listing.rows = len(entries)
+            listing.rows = len(table)
 
-    def _add_entry(self, entry: _Entry) -> None:
-        if entry in self._entries:
-            return
-        self._entries.add(entry)
-        self._by_destination.setdefault((entry[0], entry[1]), set()).add(entry)
-        binding = Binding(*entry[:3])
-        count = self._binding_counts.get(binding, 0)
-        self._binding_counts[binding] = count + 1
-        if count:
-            return
+    def _binding_added(self, binding: Binding) -> None:
         for listener in self._add_listeners:
             self._call(listener, binding)
+        if not self._key_add_listeners and not self._key_remove_listeners:
+            return  # no key counts to keep
         key = binding.binding_key
         key_count = self._key_counts.get(key, 0)
         self._key_counts[key] = key_count + 1
@@ -593,23 +595,11 @@ class BindingWatcher:
             for key_listener in self._key_add_listeners:
                 self._call(key_listener, key)
 
-    def _remove_entry(self, entry: _Entry) -> None:
-        if entry not in self._entries:
-            return
-        self._entries.discard(entry)
-        destination = (entry[0], entry[1])
-        same_destination = self._by_destination[destination]
-        same_destination.discard(entry)
-        if not same_destination:
-            del self._by_destination[destination]
-        binding = Binding(*entry[:3])
-        count = self._binding_counts[binding] - 1
-        if count:
-            self._binding_counts[binding] = count
-            return
-        del self._binding_counts[binding]
+    def _binding_removed(self, binding: Binding) -> None:
         for listener in self._remove_listeners:
             self._call(listener, binding)
+        if not self._key_add_listeners and not self._key_remove_listeners:
+            return
         key = binding.binding_key
         key_count = self._key_counts[key] - 1
         if key_count:
@@ -644,19 +634,6 @@ class BindingWatcher:
             callback(*args)
         except Exception:
             LOGGER.exception("binding watcher callback %r failed", callback)
-
-
-def _apply_to_set(entries: set[_Entry], event: tuple[str, Any]) -> None:
-    action, payload = event
-    if action == "add":
-        entries.add(payload)
-    elif action == "remove":
-        entries.discard(payload)
-    elif action == "drop":
-        name, kind = payload
-        entries.difference_update([e for e in entries if e[0] == name and e[1] == kind])
-    else:
-        entries.clear()
 
 
 _ERLANG_ARGUMENT_RE = re.compile(r'^\{<<"(?P<name>(?:[^"\\]|\\.)*)">>,(?P<type>\w+),(?P<value>.*)\}$',

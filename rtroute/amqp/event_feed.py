@@ -55,8 +55,11 @@ class EventFeed:
         self._connection: Any = None
         self._channel: Any = None
         self.subscribed = False
-        self.absent = False  # the vhost has no event exchange: watchers poll
+        self.absent = False  # no events to be had (see absent_reason): watchers poll
+        self.absent_reason: str | None = None
         self.events_received = 0
+        # called (ioloop thread) when subscribed or absent changes (its owner's status)
+        self.on_state: Any = None
 
     def start(self, connection: Any) -> None:
         """Subscribes on ``connection`` (after each reconnect too, before the watchers'
@@ -72,6 +75,30 @@ class EventFeed:
         self._connection = None
         self.subscribed = False
         self._release_channel()
+
+    def unavailable(self, reason: str) -> None:
+        """The feed's connection is down or could not open: its watchers poll until the feed
+        has subscribed again (on the next :meth:`start`)."""
+        self._channel = None
+        self.subscribed = False
+        self._set_absent(reason)
+
+    def _set_absent(self, reason: str) -> None:
+        was_absent, self.absent, self.absent_reason = self.absent, True, reason
+        self._state_changed()
+        if was_absent:
+            return
+        LOGGER.warning("%s: %s; binding watchers poll until the events are back", self.name,
+                       reason)
+        for watcher in self._all():
+            watcher._feed_absent()
+
+    def _state_changed(self) -> None:
+        if self.on_state is not None:
+            try:
+                self.on_state()
+            except Exception:
+                LOGGER.exception("%s: state callback failed", self.name)
 
     def attach(self, watcher: BindingWatcher) -> None:
         """``watcher`` gets the events of its exchange from now on; it is told when the
@@ -125,7 +152,8 @@ class EventFeed:
         if channel is not self._channel:
             return
         self.subscribed = True
-        self.absent = False
+        self.absent, self.absent_reason = False, None
+        self._state_changed()
         for watcher in self._all():
             watcher._feed_subscribed()
 
@@ -137,13 +165,13 @@ class EventFeed:
         connection = self._connection
         if connection is None:
             return  # stopped
-        if getattr(reason, "reply_code", None) == 404 and not was_subscribed:
-            LOGGER.warning("%s: %s is absent in the connection's vhost: polling", self.name,
-                           EVENT_EXCHANGE)
-            self.absent = True
-            for watcher in self._all():
-                watcher._feed_absent()
+        code = getattr(reason, "reply_code", None)
+        if code in (403, 404) and not was_subscribed:
+            self._set_absent(f"{EVENT_EXCHANGE} is absent in the connection's vhost (the "
+                             "event plugin is off?)" if code == 404 else
+                             f"no permission to read {EVENT_EXCHANGE}: {reason!r}")
             return
+        self._state_changed()
         for watcher in self._all():
             watcher._feed_lost(f"event channel closed: {reason!r}")
         if connection.is_open:
@@ -226,6 +254,7 @@ class _Relay:
     def __init__(self, watcher: BindingWatcher, relayed: RelayedFeed) -> None:
         self.watcher = watcher
         self.exchange = watcher.exchange
+        self.vhost = getattr(watcher, "vhost", None)
         self._relayed = relayed
 
     def _feed_subscribed(self) -> None:
@@ -238,4 +267,6 @@ class _Relay:
         self._relayed.to_watchers(lambda: self.watcher._feed_lost(reason))
 
     def _feed_event(self, kind: str, headers: dict[str, Any]) -> None:
+        if headers.get("vhost") != self.vhost:
+            return  # another vhost's (the watcher would drop it): no trip to its thread
         self._relayed.to_watchers(lambda: self.watcher._feed_event(kind, headers))

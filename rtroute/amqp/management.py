@@ -24,7 +24,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, unquote, urlencode, urlsplit
@@ -39,6 +39,7 @@ from rtroute.amqp.management_listing import (
     LISTING_TIMEOUT,
     ListingBudget,
     ListingProgress,
+    json_rows,
     log_progress,
     read_listing,
 )
@@ -232,15 +233,15 @@ class ManagementClient:
 
     def _send(self, method: str, path: str, body: Any,
               headers: dict[str, str] | None, check: bool = True,
-              listing: ListingProgress | None = None) -> Any:
+              listing: ListingProgress | None = None, raw: bool = False) -> Any:
         """One request, failing over to the next URL while the API cannot be reached (a node
         that is down); an answer of any kind, even an error status, ends the search.
         ``listing``: a long listing, read with its own growing wait while it tells how far
-        it is."""
+        it is. ``raw``: the answer's bytes, not parsed."""
         tries = len(self._bases)
         while True:
             try:
-                return self._send_once(method, path, body, headers, check, listing)
+                return self._send_once(method, path, body, headers, check, listing, raw)
             except ManagementError as exc:
                 tries -= 1
                 if exc.status is not None or tries <= 0 or isinstance(exc, WrongBroker):
@@ -256,7 +257,7 @@ class ManagementClient:
 
     def _send_once(self, method: str, path: str, body: Any,
                    headers: dict[str, str] | None, check: bool,
-                   listing: ListingProgress | None = None) -> Any:
+                   listing: ListingProgress | None = None, raw: bool = False) -> Any:
         if check and self._expected is not None and not self._verified:
             self.verify_broker()  # a node failed over to is checked before it is believed
         data = None if body is None else json.dumps(body).encode("utf-8")
@@ -296,8 +297,8 @@ class ManagementClient:
                                   method, path) from None
         if listing is not None:
             self.listings.succeeded(path, time.monotonic() - started)
-        if not payload:
-            return None
+        if not payload or raw:
+            return payload or None
         try:
             return json.loads(payload)
         except ValueError:
@@ -364,6 +365,38 @@ class ManagementClient:
             )
             for row in rows
         ]
+
+    def iter_exchange_bindings(self, name: str, vhost: str = "/",
+                               progress: ListingProgress | None = None
+                               ) -> Iterator[BindingInfo]:
+        """:meth:`exchange_bindings` for listings of 100,000s, lean: the API is asked for the
+        columns a watcher needs only (half the bytes; ``properties_key`` is left empty), and
+        the answer is parsed row by row as it is iterated (no list of every row at once).
+        ``progress`` is finished once the rows are all read."""
+        if progress is None:
+            progress = ListingProgress(f"bindings of {name!r}")
+        log_progress(progress)
+        path = (f"exchanges/{_q(vhost)}/{_q(name)}/bindings/source?columns="
+                "destination,destination_type,routing_key,arguments")
+        try:
+            payload = self._send("GET", path, None, None, listing=progress, raw=True) or b"[]"
+        except BaseException as exc:
+            progress.finish(str(exc) or repr(exc))
+            raise
+        count = 0
+        try:
+            for row in json_rows(payload):
+                count += 1
+                yield BindingInfo(source=name, destination=row["destination"],
+                                  destination_type=row["destination_type"],
+                                  routing_key=row["routing_key"],
+                                  arguments=row.get("arguments") or {}, vhost=vhost)
+        except (ValueError, LookupError, TypeError) as exc:
+            progress.finish(f"answer is not a JSON list of bindings: {exc}")
+            raise ManagementError(f"GET {self.base_url}{path}: answer is not a JSON list of "
+                                  f"bindings: {exc}", None, "GET", path) from None
+        progress.total = count
+        progress.finish()
 
     def queues(self, vhost: str | None = None,
                columns: tuple[str, ...] = ()) -> list[dict[str, Any]]:

@@ -13,13 +13,16 @@ a log line every :data:`LOG_EVERY` seconds).
 """
 from __future__ import annotations
 
+import json
 import logging
+import re
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 __all__ = ["LISTING_TIMEOUT", "LOG_EVERY", "MAX_LISTING_TIMEOUT", "ListingBudget",
-           "ListingProgress", "log_progress", "read_listing"]
+           "ListingProgress", "json_rows", "log_progress", "read_listing"]
 
 LOG = logging.getLogger("rtroute.amqp.management")
 
@@ -161,6 +164,41 @@ def read_listing(response: Any, progress: ListingProgress) -> bytes:
         progress.bytes_read += len(data)
     progress.phase = "parsing"
     return b"".join(parts)
+
+
+_SPACE = re.compile(r"[ \t\n\r]*")
+
+
+def _skip_space(text: str, at: int) -> int:
+    match = _SPACE.match(text, at)
+    return at if match is None else match.end()
+
+
+def json_rows(payload: bytes) -> Iterator[Any]:
+    """The items of a JSON array, one at a time, as they are iterated: a listing of 100,000s
+    of rows never exists as one list of parsed rows (only as its text).
+
+    Raises:
+        ValueError: ``payload`` is not a JSON array.
+    """
+    text = payload.decode("utf-8")
+    decode = json.JSONDecoder().raw_decode
+    at = _skip_space(text, 0)
+    if text[at:at + 1] != "[":
+        raise ValueError("not a JSON array")
+    at = _skip_space(text, at + 1)
+    if text[at:at + 1] == "]":
+        return
+    while True:
+        item, at = decode(text, at)
+        yield item
+        at = _skip_space(text, at)
+        mark = text[at:at + 1]
+        if mark == "]":
+            return
+        if mark != ",":
+            raise ValueError(f"expected ',' or ']' at {at}")
+        at = _skip_space(text, at + 1)
 
 
 # the listings running now, and the one thread that logs them (while there are any): a

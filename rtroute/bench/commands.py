@@ -387,9 +387,12 @@ def bench_proxy_isolation(uri: str, management_uri: str | None, seconds: float, 
               help="Queues the bindings are spread over.")
 @click.option("--timeout", default=120.0, show_default=True, type=click.FloatRange(1, 3600),
               help="Seconds a process may take to route its first publish ('never' after).")
+@click.option("--idle", default=0.0, show_default=True, type=click.FloatRange(0, 3600),
+              help="Seconds each process idles after its first route while the broker's CPU "
+                   "is read (a broker on this machine; 0: not measured).")
 @json_option
 def bench_scale(uri: str, management_uri: str | None, sizes: str, queues: int, timeout: float,
-                json_path: str | None) -> None:
+                idle: float, json_path: str | None) -> None:
     """Start to first routed publish and RSS of `rtroute proxy` and of the sidecar over an
     x-rtopic exchange of N bindings (made with one definitions import in the vhost of --uri:
     use one other than '/'), and when /readyz first said 200.
@@ -409,9 +412,10 @@ def bench_scale(uri: str, management_uri: str | None, sizes: str, queues: int, t
     if not counts or min(counts) < 1:
         raise click.BadParameter(f"expected N,N,... of at least 1, got {sizes!r}",
                                  param_hint="--bindings")
-    rows = run(uri, management_uri, counts, queues=queues, timeout=timeout, echo=click.echo)
-    _save(json_path, "scale", {"bindings": counts, "queues": queues, "timeout": timeout},
-          json_rows(rows), uri=uri)
+    rows = run(uri, management_uri, counts, queues=queues, timeout=timeout, echo=click.echo,
+               idle=idle)
+    _save(json_path, "scale", {"bindings": counts, "queues": queues, "timeout": timeout,
+                               "idle": idle}, json_rows(rows), uri=uri)
 
 
 @bench.command("load")

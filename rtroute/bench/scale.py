@@ -15,6 +15,11 @@ Then, one process at a time:
   0.1 s; timed until the first message is in the queue (the sidecar consumes its ingress only
   once the bindings are known).
 
+With ``idle`` seconds (``--idle``), each process is then left idle that long and the broker's
+CPU meanwhile (the median of 5-s spans) is read from ``/proc/PID/stat`` of its node (``os_pid`` in the management API:
+a broker on this machine only), beside the same span with neither process running: what an
+idle proxy or sidecar costs the broker (its event consumption, its re-listings).
+
 ``/readyz`` of each is polled meanwhile: the time it first said 200 is reported beside the first
 route (it should not come before). RSS is the process's ``VmRSS`` at the first route (and its
 peak, ``VmHWM``). The topology is deleted after each N. ``RTROUTE_BENCH_PYTHONPATH`` runs the
@@ -25,6 +30,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import threading
@@ -37,7 +43,7 @@ from typing import Any, Callable
 import pika
 
 from rtroute.amqp import connect_blocking
-from rtroute.amqp.management import ManagementClient, NotFound
+from rtroute.amqp.management import ManagementClient, ManagementError, NotFound
 from rtroute.bench.proxy import proxy_uri
 from rtroute.ops.netaddr import free_port
 from rtroute.routing.delivery_plan import bindings_exchange_type
@@ -98,6 +104,38 @@ def _rss(pid: int) -> tuple[float, float]:
     except OSError:
         pass
     return found["VmRSS"], found["VmHWM"]
+
+
+def broker_pid(api: ManagementClient) -> int | None:
+    """The OS pid of the broker's node when it runs on this machine (its /proc readable)."""
+    try:
+        pid = int(api.request("GET", "nodes")[0]["os_pid"])
+    except (ManagementError, LookupError, TypeError, ValueError):
+        return None
+    return pid if os.path.exists(f"/proc/{pid}/stat") else None
+
+
+def cpu_share(pid: int | None, seconds: float, window: float = 5.0) -> float | None:
+    """The share of one core process ``pid`` used over the next ``seconds``: the median of
+    its ``window``-second spans (a burst of another user of a shared broker moves it less
+    than a mean would; None: unknown)."""
+    if pid is None or seconds <= 0:
+        return None
+
+    def used() -> float:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    shares = []
+    try:
+        for _ in range(max(1, round(seconds / window))):
+            before, begun = used(), time.monotonic()
+            time.sleep(min(window, seconds))
+            shares.append((used() - before) / (time.monotonic() - begun))
+    except (OSError, IndexError, ValueError):
+        return None
+    return statistics.median(shares)
 
 
 class _Readyz:
@@ -174,7 +212,8 @@ def _take(channel: Any, queue: str) -> bool:
 
 
 def time_proxy(uri: str, management_uri: str | None, name: str, timeout: float,
-               echo: Callable[[str], Any]) -> dict[str, Any]:
+               echo: Callable[[str], Any], idle: float = 0.0,
+               broker: int | None = None) -> dict[str, Any]:
     """Starts ``rtroute proxy``; seconds to the first publish routed through it, RSS."""
     port, http = free_port(), free_port()
     direct = connect_blocking(uri)
@@ -218,6 +257,8 @@ def time_proxy(uri: str, management_uri: str | None, name: str, timeout: float,
                 direct.sleep(0.01)
             break
         figures["rss_mib"], figures["peak_rss_mib"] = _rss(proc.pid)
+        if figures["first_route_s"] is not None:
+            figures["idle_broker_cpu"] = cpu_share(broker, idle)
     finally:
         readyz.stop(10.0 if figures["first_route_s"] is not None else 0.0)
         _stop(proc)
@@ -228,7 +269,8 @@ def time_proxy(uri: str, management_uri: str | None, name: str, timeout: float,
 
 
 def time_sidecar(uri: str, management_uri: str | None, name: str, timeout: float,
-                 echo: Callable[[str], Any]) -> dict[str, Any]:
+                 echo: Callable[[str], Any], idle: float = 0.0,
+                 broker: int | None = None) -> dict[str, Any]:
     """Starts ``rtroute run --rtopic NAME``; seconds to the first message it routed, RSS."""
     http = free_port()
     direct = connect_blocking(uri)
@@ -251,6 +293,8 @@ def time_sidecar(uri: str, management_uri: str | None, name: str, timeout: float
                 break
             direct.sleep(0.01)
         figures["rss_mib"], figures["peak_rss_mib"] = _rss(proc.pid)
+        if figures["first_route_s"] is not None:
+            figures["idle_broker_cpu"] = cpu_share(broker, idle)
     finally:
         readyz.stop(10.0 if figures["first_route_s"] is not None else 0.0)
         _stop(proc)
@@ -266,10 +310,15 @@ def time_sidecar(uri: str, management_uri: str | None, name: str, timeout: float
 
 
 def run(uri: str, management_uri: str | None, sizes: list[int], queues: int = 100,
-        timeout: float = 120.0, echo: Callable[[str], Any] = print) -> list[dict[str, Any]]:
+        timeout: float = 120.0, echo: Callable[[str], Any] = print,
+        idle: float = 0.0) -> list[dict[str, Any]]:
     """Per N of ``sizes``: the topology imported, then the proxy's and the sidecar's start to
-    first route and RSS. Returns one row per N."""
+    first route and RSS (and, with ``idle`` seconds, the broker's CPU while each idles).
+    Returns one row per N."""
     api = ManagementClient.from_amqp_uri(uri, management_uri, timeout=900.0)
+    broker = broker_pid(api) if idle > 0 else None
+    if idle > 0 and broker is None:
+        echo("  idle broker CPU: not measured (the broker's node is not on this machine)")
     vhost = pika.URLParameters(uri).virtual_host
     with connect_blocking(uri) as conn:
         version = conn._impl.server_properties.get("version")
@@ -288,9 +337,12 @@ def run(uri: str, management_uri: str | None, sizes: list[int], queues: int = 10
             api.import_definitions({"bindings": bindings[start:start + IMPORT_BATCH]}, vhost)
         imported = time.monotonic() - begun
         try:
-            row = {"bindings": n, "import_s": imported,
-                   "proxy": time_proxy(uri, management_uri, name, timeout, echo),
-                   "sidecar": time_sidecar(uri, management_uri, name, timeout, echo)}
+            row: dict[str, Any] = {
+                "bindings": n, "import_s": imported,
+                "idle_broker_cpu": cpu_share(broker, idle),  # neither process running
+                "proxy": time_proxy(uri, management_uri, name, timeout, echo, idle, broker),
+                "sidecar": time_sidecar(uri, management_uri, name, timeout, echo, idle,
+                                        broker)}
         finally:
             for i in range(queues):
                 _forget(api.request, "DELETE", f"queues/{_q(vhost)}/{_q(f'{name}.q{i}')}")
@@ -301,7 +353,10 @@ def run(uri: str, management_uri: str | None, sizes: list[int], queues: int = 10
             f = row[who]
             echo(f"  {who}: first route {_s(f['first_route_s'])}, /readyz 200 at "
                  f"{_s(f['ready_s'])} (HTTP up at {_s(f['http_up_s'])}), RSS {f.get('rss_mib', 0):.0f} MiB (peak "
-                 f"{f.get('peak_rss_mib', 0):.0f})")
+                 f"{f.get('peak_rss_mib', 0):.0f})" + (
+                     "" if f.get("idle_broker_cpu") is None else
+                     f", idle broker CPU {f['idle_broker_cpu']:.1%} of a core (neither "
+                     f"running: {row['idle_broker_cpu'] or 0:.1%})"))
     return rows
 
 
@@ -335,4 +390,8 @@ def json_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             out.append({"name": f"{who}, {row['bindings']:,} bindings: RSS at first route",
                         "value": f.get("rss_mib"), "unit": "MiB",
                         "peak": f.get("peak_rss_mib")})
+            if f.get("idle_broker_cpu") is not None:
+                out.append({"name": f"{who}, {row['bindings']:,} bindings: idle broker CPU",
+                            "value": f["idle_broker_cpu"], "unit": "cores",
+                            "neither_running": row.get("idle_broker_cpu")})
     return out

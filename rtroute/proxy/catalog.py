@@ -37,6 +37,7 @@ from rtroute.amqp.binding_watcher import Binding, BindingWatcher
 from rtroute.amqp.broker_identity import identity_from_server_properties
 from rtroute.amqp.connection import ReconnectingConnection
 from rtroute.amqp.event_feed import EventFeed, RelayedFeed
+from rtroute.amqp.event_source import EVENT_VHOST, EventSource
 from rtroute.amqp.field_table import encode_table
 from rtroute.amqp.management import ManagementClient, NotFound, WrongBroker
 from rtroute.amqp.uri import mask_uri, parse_uri
@@ -80,6 +81,8 @@ class VhostCatalog:
         loop: the asyncio loop the routers live in.
         on_wrong_broker: called (loop thread) with the one-line reason when the management
             API belongs to another broker than the AMQP connection.
+        relay: the events from another connection (another vhost's catalog, or an
+            :class:`~rtroute.amqp.event_source.EventSource`); None: its own connection's.
 
     Size: the life of one vhost's catalog (its broker connection, the binding watcher's
     events, registrations that must hold, the exchanges' routers and waiters) as one object
@@ -89,7 +92,7 @@ class VhostCatalog:
     def __init__(self, uri: str, management: ManagementClient, vhost: str,
                  loop: asyncio.AbstractEventLoop,
                  on_wrong_broker: Callable[[str], Any] | None = None,
-                 events_of: VhostCatalog | None = None) -> None:
+                 relay: RelayedFeed | None = None) -> None:
         self.vhost = vhost
         self._loop = loop
         self._queue = LoopQueue(loop)  # what the pika thread hands the loop, in order
@@ -121,9 +124,8 @@ class VhostCatalog:
         self._watchers: dict[str, BindingWatcher] = {}  # pika thread only
         self._pika_connection: Any = None
         # one event subscription for all its watchers; other vhosts' events come relayed
-        self._feed: EventFeed | RelayedFeed = EventFeed(f"proxy catalog of vhost {vhost!r}")
-        if events_of is not None:
-            self._feed = RelayedFeed(events_of._feed, events_of.run_in_thread)  # type: ignore[arg-type]
+        self._feed: EventFeed | RelayedFeed = relay or EventFeed(
+            f"proxy catalog of vhost {vhost!r}")
         self._registry = BindingWatcher(
             REGISTRY_EXCHANGE, management, vhost=vhost,
             on_add=lambda b: self._registered(b, True),
@@ -520,6 +522,8 @@ class Catalog:
         self._pinned: set[str] = set()
         self._own: str | None = None  # the proxy's own vhost (see vhost())
         self._lingering: dict[str, asyncio.TimerHandle] = {}
+        # the events of every vhost when the proxy's own vhost is not the event plugin's
+        self._events: EventSource | None = None
 
     @property
     def vhosts(self) -> dict[str, VhostCatalog]:
@@ -567,11 +571,17 @@ class Catalog:
         catalog = self._vhosts.get(name)
         if catalog is None:
             own = self._vhosts.get(self._own) if self._own is not None else None
-            events_of = own if own is not None and own.has_events and name != own.vhost \
-                else None
+            relay = RelayedFeed(own._feed, own.run_in_thread) \
+                if own is not None and isinstance(own._feed, EventFeed) and own.has_events \
+                and name != own.vhost else None
+            if self._own is not None and self._own != EVENT_VHOST:
+                if self._events is None:  # the proxy's own vhost has no event exchange
+                    self._events = EventSource.acquire(self._uri)
+                    self._events.start()
+                relay = self._events.relayed()
             catalog = self._vhosts[name] = VhostCatalog(self._uri, self._management, name,
                                                         self._loop, self._on_wrong_broker,
-                                                        events_of)
+                                                        relay)
             LOG.info("proxy catalog of vhost %r started", name)
             catalog.start()
         return catalog
@@ -584,3 +594,6 @@ class Catalog:
             catalog.stop(wait=False)
         for catalog in self._vhosts.values():
             catalog.stop()
+        if self._events is not None:
+            self._events.release()
+            self._events = None

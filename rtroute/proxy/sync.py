@@ -37,7 +37,7 @@ from typing import Any, Callable
 import pika
 
 from rtroute.amqp.binding_watcher import Binding, BindingWatcher
-from rtroute.amqp.event_feed import EventFeed
+from rtroute.amqp.event_feed import EventFeed, RelayedFeed
 from rtroute.amqp.management import ManagementClient
 
 __all__ = ["ALL", "SYNC_EXCHANGE", "SYNC_TIMEOUT", "ProxySync"]
@@ -68,7 +68,7 @@ class ProxySync:
                  apply: Callable[[dict[str, Any]], Any],
                  to_pika: Callable[[Callable[[], Any]], Any],
                  on_queue: Callable[[], Any] | None = None,
-                 feed: EventFeed | None = None) -> None:
+                 feed: EventFeed | RelayedFeed | None = None) -> None:
         self._loop = loop
         self._user = user
         self._apply = apply

@@ -40,10 +40,11 @@ from typing import TYPE_CHECKING, Any
 import pika
 
 from rtroute.amqp import frames
-from rtroute.amqp.binding_watcher import BindingWatcher
+from rtroute.amqp.binding_watcher import RELIST_WITH_EVENTS, BindingWatcher
 from rtroute.amqp.broker_identity import identity_from_server_properties
 from rtroute.amqp.connection import ReconnectingConnection
 from rtroute.amqp.content_header import PROPERTY_NAMES, content_header_frame
+from rtroute.amqp.event_source import EVENT_VHOST, EventSource, running
 from rtroute.amqp.management import ManagementClient, ManagementError, WrongBroker
 from rtroute.publisher.policy import CLOSED
 from rtroute.relay.engine import Relay
@@ -102,12 +103,16 @@ class PublisherEngine:
         self._management = management
         self._vhost = vhost
         self._policy = policy
+        # outside the event plugin's vhost, its events come through a connection there
+        self._events = EventSource.acquire(uris) if vhost != EVENT_VHOST else None
+        self._events_feed = None if self._events is None else self._events.relayed()
         self.watcher = BindingWatcher(
             self.bindings_exchange, management, vhost=vhost,
             on_add=lambda b: router.bind((b.destination_type, b.destination), b.binding_key),
             on_remove=lambda b: router.unbind((b.destination_type, b.destination),
                                               b.binding_key),
-            on_ready=self._on_bindings_ready, relist_interval=30.0)
+            on_ready=self._on_bindings_ready, relist_interval=RELIST_WITH_EVENTS,
+            feed=self._events_feed)
         # publish() takes the lock alone on its common path (Condition's own __enter__ and
         # __exit__ are Python calls, a cost per message); reentrant, as a Condition's default
         self.lock = threading.RLock()
@@ -143,8 +148,13 @@ class PublisherEngine:
         self._bulk_items: list[MessageFuture] = []
         self._bulk_frames = 0
         self._frame_max = 131072
-        self.thread = threading.Thread(target=self.connection.run, daemon=True,
+        self.thread = threading.Thread(target=self._run, daemon=True,
                                        name=f"rtroute-publisher-{exchange}")
+
+    def _run(self) -> None:
+        """The engine's thread: the connection until it stops."""
+        with running(self._events):
+            self.connection.run()
 
     # -- any thread ----------------------------------------------------------------------------
 
@@ -250,6 +260,8 @@ class PublisherEngine:
     def _start_watching(self, connection: Any) -> None:
         current = self.connection.connection
         if current is not None and connection is current and current.is_open:
+            if self._events_feed is not None:
+                self._events_feed.start(connection)  # before the watcher, which waits for it
             self.watcher.start(connection)
 
     def _on_bindings_ready(self) -> None:

@@ -9,6 +9,8 @@ import time
 from typing import Any, Callable
 
 from rtroute.amqp import BindingWatcher, ManagementClient
+from rtroute.amqp.binding_watcher import RELIST_WITH_EVENTS
+from rtroute.amqp.event_feed import RelayedFeed
 from rtroute.config.rtroute_toml import ExchangeConfig
 from rtroute.ops.metrics import LatencyHistogram
 from rtroute.routing.exchange_router import BrokerRoutedRouter, ExchangeRouter
@@ -23,7 +25,7 @@ class ManagedExchange:
     """One managed exchange: its router, binding watcher, counters and ingress consumer."""
 
     def __init__(self, spec: ExchangeConfig, management: ManagementClient | None,
-                 vhost: str, frame_max: int) -> None:
+                 vhost: str, frame_max: int, feed: RelayedFeed | None = None) -> None:
         self.spec = spec
         self.broker_routed = spec.kind != "rtopic"
         self.router: ExchangeRouter | BrokerRoutedRouter
@@ -55,7 +57,7 @@ class ManagedExchange:
                 on_remove=lambda b: router.unbind((b.destination_type, b.destination),
                                                   b.binding_key),
                 on_ready=lambda: self.on_bindings_ready(),
-                relist_interval=30.0)
+                relist_interval=RELIST_WITH_EVENTS, feed=feed)
         else:
             for b in spec.bindings:
                 router.bind((b.destination_type, b.destination), b.key)
@@ -99,6 +101,8 @@ class ManagedExchange:
             "bindings_known": self.binding_count(),
             # while they load (or are listed again): how far, or why the listing failed
             "bindings_loading": None if self.watcher is None else self.watcher.progress(),
+            # "following" the event exchange, or "polling" (re-listing every few seconds)
+            "bindings_watch": None if self.watcher is None else self.watcher.state.value,
             # re-listings that disagreed with the event stream (see BindingWatcher._reconcile)
             "bindings_disagreements": 0 if self.watcher is None else self.watcher.disagreements,
             "last_bindings_disagreement": None if self.watcher is None

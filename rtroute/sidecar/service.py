@@ -39,6 +39,8 @@ from rtroute.amqp import (
     parse_uri,
 )
 from rtroute.amqp.broker_identity import identity_from_server_properties
+from rtroute.amqp.event_feed import RelayedFeed
+from rtroute.amqp.event_source import EVENT_VHOST, EventSource, running
 from rtroute.amqp.management import WrongBroker
 from rtroute.divert import DivertTable
 from rtroute.ops import sd_notify
@@ -144,8 +146,16 @@ class Sidecar:
         self._vhost = vhost
         self._management = management
         self._roles = ReplicaRoles(management, vhost)
+        # outside the event plugin's vhost the watchers follow its events through a
+        # connection of their own there (they poll where it cannot be used: /status says why)
+        self._events: EventSource | None = None
+        self._events_feed: RelayedFeed | None = None
+        if management is not None and vhost != EVENT_VHOST:
+            self._events = EventSource.acquire(uri)
+            self._events_feed = self._events.relayed()
         self.exchanges = {
-            spec.name: ManagedExchange(spec, management, vhost, frame_max=131072)
+            spec.name: ManagedExchange(spec, management, vhost, frame_max=131072,
+                                       feed=self._events_feed)
             for spec in exchanges
         }
         self.diverts = DivertTable(list(self.exchanges))
@@ -200,7 +210,8 @@ class Sidecar:
             threading.Thread(target=self._divert_admin.sync_stored_diverts,
                              name="rtroute-divert-sync", daemon=True).start()
         try:
-            self._connection.run()
+            with running(self._events):
+                self._connection.run()
         finally:
             self._stopped.set()
         if self.fatal_error is not None:
@@ -268,6 +279,10 @@ class Sidecar:
         return {"healthy": bool(healthy), "reason": reason, "broker": self.masked_uri,
                 "connected_to": self._connection.current_uri,
                 "connection": self._connection.state, "connects": self.connects,
+                # how binding changes are seen: None = the connection's own vhost's events
+                "binding_events": None if self._events is None else {
+                    "vhost": self._events.vhost, "following": self._events.unavailable is None,
+                    "reason": self._events.unavailable},
                 "replica_id": self._shards.replica_id,
                 "last_error": self.last_error, "internal_errors": self.internal_errors,
                 "hints": [BCC_HINT], "exchanges": exchanges, "diverts": diverts,
@@ -372,6 +387,8 @@ class Sidecar:
 
     def _start_exchanges(self, connection: Any) -> None:
         """Consumes each ingress queue once its bindings are known (never route blind)."""
+        if self._events_feed is not None:
+            self._events_feed.start(connection)  # before the watchers, which wait for it
         for ex in self.exchanges.values():
             if ex.watcher is None:
                 self._consume(ex)

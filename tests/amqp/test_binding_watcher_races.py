@@ -154,7 +154,7 @@ class NoBindings:
     def exchange(self, name: str, vhost: str = "/") -> dict:
         return {"name": name}
 
-    def exchange_bindings(self, name: str, vhost: str = "/", progress=None) -> list:
+    def iter_exchange_bindings(self, name: str, vhost: str = "/", progress=None) -> list:
         return []
 
 

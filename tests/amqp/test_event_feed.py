@@ -77,3 +77,25 @@ def test_a_watcher_that_joins_a_subscribed_feed_lists_at_once_and_stop_detaches_
     late.stop()
     a.stop()
     assert feed.watchers == 0
+
+
+def test_an_unavailable_feed_makes_its_watchers_poll_until_it_subscribes_again():
+    """The feed's connection to the event vhost is down (no permission there, the node
+    away): its watchers poll; once it subscribes again they follow the events, and a poll
+    listed before the subscription counts for nothing (a change between its reading and the
+    subscription would be missed)."""
+    current: list = []
+    states: list = []
+    feed, (a,), connection = _watchers(["a.bindings"], current)
+    feed.on_state = lambda: states.append((feed.subscribed, feed.absent_reason))
+    feed.unavailable("connection to vhost '/': ACCESS_REFUSED")
+    assert states == [(False, "connection to vhost '/': ACCESS_REFUSED")]
+    _list_all(connection, 1)
+    assert a.state is WatcherState.POLLING and current == [("a.bindings", True)]
+    a.relist_soon(0)
+    connection.ioloop.fire_timers()  # a poll's listing is asked...
+    feed.start(connection)  # ...and the feed is back meanwhile
+    subscribe(connection.channels[-1])
+    assert states[-1] == (True, None) and not feed.absent
+    _list_all(connection, 2)  # the poll's answer, then the listing after the subscription
+    assert a.state is WatcherState.FOLLOWING and a.listings == 2  # the first poll's, this one

@@ -38,7 +38,8 @@ def test_a_small_run_reports_start_to_first_route_and_rss(tmp_path, broker_uri,
     path = tmp_path / "scale.json"
     result = CliRunner().invoke(main, [
         "bench", "scale", "--uri", broker_uri, "--management-uri", management_uri,
-        "--bindings", "200", "--queues", "5", "--timeout", "60", "--json", str(path)],
+        "--bindings", "200", "--queues", "5", "--timeout", "60", "--idle", "1",
+        "--json", str(path)],
         catch_exceptions=False)
     assert result.exit_code == 0, result.output
     report = read_report(path)
@@ -49,3 +50,5 @@ def test_a_small_run_reports_start_to_first_route_and_rss(tmp_path, broker_uri,
         assert first["unit"] == "s" and 0 < first["value"] < 60, first
         assert first["ready_s"] is not None, first  # /readyz said 200 once it routed
         assert rows[f"{who}, 200 bindings: RSS at first route"]["value"] > 10
+        idle = rows.get(f"{who}, 200 bindings: idle broker CPU")  # a broker on this machine
+        assert idle is None or (idle["unit"] == "cores" and idle["value"] >= 0), idle

@@ -45,6 +45,16 @@ def assert_round_trip(ch, exchange: str, body: bytes) -> None:
     assert (method.exchange, got) == (exchange, body)
 
 
+def routed(ch, exchange: str, key: str, body: bytes = b"") -> bool:
+    """Publishes ``key`` mandatory on a confirming channel: True if routed, False if
+    returned (for :func:`wait_for`, until a binding made elsewhere counts)."""
+    try:
+        ch.basic_publish(exchange, key, body, mandatory=True)
+        return True
+    except pika.exceptions.UnroutableError:
+        return False
+
+
 class ProxyProcess(RtrouteProcess):
     """One `rtroute proxy` process, in front of the broker under test unless ``broker`` and
     ``management`` name another (its AMQP URI, amqps too, and its management API)."""

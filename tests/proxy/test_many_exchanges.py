@@ -16,6 +16,7 @@ import pytest
 from rtroute.amqp.uri import parse_uri
 
 from ..conftest import BROKER_URI, broker_uri_for, management_client, wait_for
+from .conftest import routed
 
 pytestmark = pytest.mark.broker
 EXCHANGES = 3000
@@ -115,14 +116,7 @@ def test_two_proxies_route_right_among_3000_exchanges(proxies, vhost):
         other.queue_bind(late, f"{names[1]}.bindings", "late.x")
         started = time.monotonic()
 
-        def routed() -> bool:
-            try:
-                out.basic_publish(names[1], "late.*", b"late", mandatory=True)
-                return True
-            except pika.exceptions.UnroutableError:
-                return False
-
-        wait_for(routed, timeout=10)
+        wait_for(lambda: routed(out, names[1], "late.*", b"late"), timeout=10)
         print(f"a binding made on the broker was routed through a proxy after "
               f"{time.monotonic() - started:.3f} s among {EXCHANGES} x-rtopic exchanges")
     finally:
