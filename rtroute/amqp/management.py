@@ -375,8 +375,8 @@ class ManagementClient:
         ]
 
     def iter_exchange_bindings(self, name: str, vhost: str = "/",
-                               progress: ListingProgress | None = None
-                               ) -> Iterator[BindingInfo]:
+                               progress: ListingProgress | None = None,
+                               export: bool = True) -> Iterator[BindingInfo]:
         """:meth:`exchange_bindings` for listings of 100,000s, lean: the API is asked for the
         columns a watcher needs only (half the bytes; ``properties_key`` is left empty), and
         the answer is parsed row by row as it is iterated (no list of every row at once).
@@ -385,7 +385,7 @@ class ManagementClient:
             progress = ListingProgress(f"bindings of {name!r}")
         log_progress(progress)
         try:
-            exported = self.exports.bindings(vhost, name, progress)
+            exported = self.exports.bindings(vhost, name, progress) if export else None
         except LookupError:
             progress.finish("no such exchange")
             raise NotFound(f"GET {self.base_url}definitions/{_q(vhost)}: no exchange {name!r} "
