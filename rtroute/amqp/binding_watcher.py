@@ -116,6 +116,10 @@ class BindingWatcher:
         feed: an :class:`~rtroute.amqp.event_feed.EventFeed` shared with other watchers of the
             same connection (its owner starts it on each connection before the watchers):
             no channel and no event queue of the watcher's own.
+        small: the exchange holds few bindings (the proxy's own registry and sync exchanges):
+            always listed alone, never read from a vhost's definitions export
+            (:class:`~rtroute.amqp.definitions_export.DefinitionsExports`), which costs the
+            whole vhost.
 
     Callbacks run in the ioloop thread; an exception in one is logged and ignored. Call
     :meth:`start`, :meth:`stop`, :meth:`relist_soon` and read :attr:`bindings` in that thread too
@@ -149,8 +153,10 @@ class BindingWatcher:
         retry_delay: float = 2.0,
         feed: EventFeed | RelayedFeed | None = None,
         on_current: Callable[[bool], Any] | None = None,
+        small: bool = False,
     ) -> None:
         self.exchange = exchange
+        self.small = small
         self.vhost = vhost
         self._management = management
         self._add_listeners: list[Listener] = [on_add] if on_add else []
@@ -435,6 +441,7 @@ class BindingWatcher:
         self._buffer = []
         ioloop = self._connection.ioloop
         management, exchange, vhost = self._management, self.exchange, self.vhost
+        small = self.small
         last = self.listing
         expected = last.total if last is not None and last.total is not None else \
             (last.expected if last is not None else None)
@@ -447,7 +454,8 @@ class BindingWatcher:
                     # "[]" is also the answer for an exchange that does not exist here
                     management.exchange(exchange, vhost)
                     rows: Any = BindingTable()
-                    for row in management.iter_exchange_bindings(exchange, vhost, progress):
+                    for row in management.iter_exchange_bindings(exchange, vhost, progress,
+                                                                 export=not small):
                         rows.add((row.destination, row.destination_type, row.routing_key,
                                   _listed_arguments(row.arguments)))
                 error = None

@@ -22,7 +22,8 @@ from collections.abc import Iterator
 from typing import Any
 
 __all__ = ["LISTING_TIMEOUT", "LOG_EVERY", "MAX_LISTING_TIMEOUT", "ListingBudget",
-           "ListingProgress", "json_rows", "log_progress", "read_listing"]
+           "ListingProgress", "array_items", "json_rows", "log_progress", "read_listing",
+           "skip_space"]
 
 LOG = logging.getLogger("rtroute.amqp.management")
 
@@ -169,9 +170,36 @@ def read_listing(response: Any, progress: ListingProgress) -> bytes:
 _SPACE = re.compile(r"[ \t\n\r]*")
 
 
-def _skip_space(text: str, at: int) -> int:
+def skip_space(text: str, at: int) -> int:
+    """Where the JSON text ``text`` goes on after the white space at ``at``."""
     match = _SPACE.match(text, at)
     return at if match is None else match.end()
+
+
+def array_items(text: str, at: int) -> Iterator[tuple[Any, int]]:
+    """The items of the JSON array that begins at ``at`` of ``text``, one at a time, each with
+    where the text goes on after it (after the array's ``]`` once the last was given).
+
+    Raises:
+        ValueError: no JSON array begins at ``at``.
+    """
+    decode = _DECODER.raw_decode
+    if text[at:at + 1] != "[":
+        raise ValueError(f"not a JSON array at {at}")
+    at = skip_space(text, at + 1)
+    if text[at:at + 1] == "]":
+        return
+    while True:
+        item, at = decode(text, at)
+        at = skip_space(text, at)
+        mark = text[at:at + 1]
+        if mark == "]":
+            yield item, at + 1
+            return
+        if mark != ",":
+            raise ValueError(f"expected ',' or ']' at {at}")
+        at = skip_space(text, at + 1)
+        yield item, at
 
 
 def json_rows(payload: bytes) -> Iterator[Any]:
@@ -182,23 +210,14 @@ def json_rows(payload: bytes) -> Iterator[Any]:
         ValueError: ``payload`` is not a JSON array.
     """
     text = payload.decode("utf-8")
-    decode = json.JSONDecoder().raw_decode
-    at = _skip_space(text, 0)
+    at = skip_space(text, 0)
     if text[at:at + 1] != "[":
         raise ValueError("not a JSON array")
-    at = _skip_space(text, at + 1)
-    if text[at:at + 1] == "]":
-        return
-    while True:
-        item, at = decode(text, at)
+    for item, _at in array_items(text, at):
         yield item
-        at = _skip_space(text, at)
-        mark = text[at:at + 1]
-        if mark == "]":
-            return
-        if mark != ",":
-            raise ValueError(f"expected ',' or ']' at {at}")
-        at = _skip_space(text, at + 1)
+
+
+_DECODER = json.JSONDecoder()
 
 
 # the listings running now, and the one thread that logs them (while there are any): a

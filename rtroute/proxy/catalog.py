@@ -131,7 +131,7 @@ class VhostCatalog:
             on_add=lambda b: self._registered(b, True),
             on_remove=lambda b: self._registered(b, False),
             on_ready=lambda: self._to_loop(self._on_registry_ready), relist_interval=30.0,
-            feed=self._feed, on_current=lambda current: self._to_loop(self._registry_current,
+            small=True, feed=self._feed, on_current=lambda current: self._to_loop(self._registry_current,
                                                                       current))
         self._connection = ReconnectingConnection(
             uri, on_ready=self._on_connected, on_lost=self._on_lost,

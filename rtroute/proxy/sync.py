@@ -83,7 +83,8 @@ class ProxySync:
         self._watcher = BindingWatcher(
             SYNC_EXCHANGE, management, vhost=vhost,
             on_add=lambda b: self._on_member(b, True),
-            on_remove=lambda b: self._on_member(b, False), relist_interval=30.0, feed=feed)
+            on_remove=lambda b: self._on_member(b, False), relist_interval=30.0, feed=feed,
+            small=True)
 
     # -- loop thread ------------------------------------------------------------------------------
 

@@ -110,8 +110,8 @@ class ListingThatLingers(ManagementClient):
         super().__init__(**kwargs)
         self.during_listing = during_listing
 
-    def iter_exchange_bindings(self, name, vhost="/", progress=None):
-        rows = list(super().iter_exchange_bindings(name, vhost, progress))
+    def iter_exchange_bindings(self, name, vhost="/", progress=None, export=True):
+        rows = list(super().iter_exchange_bindings(name, vhost, progress, export))
         if self.during_listing is not None:
             self.during_listing()
             self.during_listing = None
@@ -248,8 +248,8 @@ class ListingThatLies(ManagementClient):
         self.lies = lies
         self.listed = 0
 
-    def iter_exchange_bindings(self, name, vhost="/", progress=None):
-        rows = list(super().iter_exchange_bindings(name, vhost, progress))
+    def iter_exchange_bindings(self, name, vhost="/", progress=None, export=True):
+        rows = list(super().iter_exchange_bindings(name, vhost, progress, export))
         self.listed += 1
         if self.listed > 1 and self.lies:
             self.lies -= 1

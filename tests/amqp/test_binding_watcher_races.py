@@ -154,7 +154,8 @@ class NoBindings:
     def exchange(self, name: str, vhost: str = "/") -> dict:
         return {"name": name}
 
-    def iter_exchange_bindings(self, name: str, vhost: str = "/", progress=None) -> list:
+    def iter_exchange_bindings(self, name: str, vhost: str = "/", progress=None,
+                               export: bool = True) -> list:
         return []
 
 
