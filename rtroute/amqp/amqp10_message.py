@@ -92,8 +92,9 @@ def _variable(width: int, text: bool) -> Any:
     def read(data: Any, at: int) -> tuple[Any, int]:
         (n,) = length(data, at)
         at += width
-        raw = bytes(data[at:at + n])
-        return (raw.decode("utf-8", "replace") if text else raw), at + n
+        if text:
+            return str(data[at:at + n], "utf-8", "replace"), at + n
+        return bytes(data[at:at + n]), at + n
     return read
 
 
@@ -104,9 +105,19 @@ def _compound(width: int, is_map: bool) -> Any:
         (count,) = length(data, at + width)
         at += 2 * width
         items = []
+        append = items.append
         for _ in range(count):
-            value, at = _decode(data, at)
-            items.append(value)
+            code = data[at]
+            if code == 0xA1 or code == 0xA3:  # str8, sym8: most names and values
+                n = data[at + 1]
+                append(str(data[at + 2:at + 2 + n], "utf-8", "replace"))
+                at += 2 + n
+            elif code == 0x40:
+                append(None)
+                at += 1
+            else:
+                value, at = _READERS[code](data, at + 1)
+                append(value)
         if is_map:
             return dict(zip(items[::2], items[1::2])), at
         return items, at
@@ -223,5 +234,7 @@ def decode_message(data: Any) -> Message:
                 message.body_value = value
     except (IndexError, struct.error) as exc:
         raise AMQP10DecodeError(f"truncated message: {exc}") from None
+    if at > end:  # a slice past the end is short, not an error: the lengths say so
+        raise AMQP10DecodeError(f"truncated message: {end} bytes, the encoding needs {at}")
     message.body = body[0] if len(body) == 1 else b"".join(body)
     return message

@@ -53,6 +53,8 @@ _CODES = {2: "stream does not exist", 3: "subscription id already exists",
 # Subscribe's offset specification types
 _OFFSET_FIRST, _OFFSET_LAST, _OFFSET_NEXT, _OFFSET_OFFSET = 1, 2, 3, 4
 _CHUNK_HEADER = struct.Struct(">BBHIqQQiIIB3x")  # 48 bytes: the osiris chunk header
+_U32 = struct.Struct(">I")
+_U16 = struct.Struct(">H")
 _CHUNK_USER = 0  # chunk types 1 (tracking delta) and 2 (tracking snapshot) hold no messages
 
 
@@ -182,7 +184,8 @@ class StreamProtocolConnection:
                  timeout: float = 10.0) -> None:
         self.uri = uri
         parsed = parse_stream_uri(uri)
-        self._buffer = bytearray()
+        self._data = b""  # received, not yet taken from self._at on
+        self._at = 0
         self._correlation = 0
         self.frame_max = 1_048_576
         self.heartbeat = 60
@@ -216,28 +219,31 @@ class StreamProtocolConnection:
         self._last_sent = time.monotonic()
 
     def _frame(self) -> tuple[int, memoryview]:
-        """The next frame as (key, body after key and version)."""
-        buffer = self._buffer
+        """The next frame as (key, body after key and version), a view of the received bytes
+        (no copy: a chunk is as long as the frame)."""
         while True:
-            if len(buffer) >= 4:
-                (size,) = struct.unpack_from(">I", buffer, 0)
-                if len(buffer) >= 4 + size:
-                    frame = memoryview(bytes(buffer[4:4 + size]))
-                    del buffer[:4 + size]
-                    (key,) = struct.unpack_from(">H", frame, 0)
+            data, at = self._data, self._at
+            have = len(data) - at
+            if have >= 4:
+                (size,) = _U32.unpack_from(data, at)
+                if have >= 4 + size:
+                    self._at = at + 4 + size
+                    frame = memoryview(data)[at + 4:at + 4 + size]
+                    (key,) = _U16.unpack_from(frame, 0)
                     return key, frame[4:]
-                want = 4 + size - len(buffer)
+                want = 4 + size - have
             else:
-                want = 4 - len(buffer)
+                want = 4 - have
             try:
-                got = self._sock.recv(max(want, 262_144))
+                got = self._sock.recv(max(want, 1 << 20))
             except TimeoutError:
                 raise
             except OSError as exc:
                 raise StreamProtocolError(f"connection lost: {exc}") from None
             if not got:
                 raise StreamProtocolError("the broker closed the connection")
-            buffer += got
+            self._data = data[at:] + got if have else got
+            self._at = 0
 
     def _call(self, key: int, body: bytes) -> memoryview:
         """Sends a command and returns its response's body after the response code.
@@ -348,8 +354,8 @@ class StreamProtocolConnection:
             return Chunk(first, records, entries, timestamp, frame[start:start + length])
 
     def _buffered_frame(self) -> bool:
-        buffer = self._buffer
-        return len(buffer) >= 4 and len(buffer) >= 4 + struct.unpack_from(">I", buffer, 0)[0]
+        have = len(self._data) - self._at
+        return have >= 4 and have >= 4 + _U32.unpack_from(self._data, self._at)[0]
 
     def _keep_alive(self) -> None:
         if self.heartbeat and time.monotonic() - self._last_sent >= self.heartbeat / 2:

@@ -43,8 +43,9 @@ from rtroute.spark.stream_consumer import ARROW_SCHEMA, StreamReadError
 
 __all__ = ["DEFAULT_CREDIT", "answers", "read_range"]
 
-DEFAULT_CREDIT = 10
-"""Chunks the broker may send ahead of the reader (one credit, one chunk)."""
+DEFAULT_CREDIT = 256
+"""Chunks the broker may send ahead of the reader (one credit, one chunk); the reader gives
+credit back in one frame per half of it read."""
 
 _NOT_HEADERS_3 = frozenset(("x-basic-type", "x-basic-app-id"))
 _ANNOTATIONS_4 = frozenset(("x-routing-key", "x-exchange", "x-basic-type", "x-cc"))
@@ -103,11 +104,11 @@ class _Rows:
             kind = application.get("x-basic-type")
             app_id = application.get("x-basic-app-id")
             reply_to = properties[4]
-        columns["routing_key"].append(_text(annotations.get("x-routing-key", "")))
+        columns["routing_key"].append(annotations.get("x-routing-key", ""))
         columns["headers"].append(headers_json(dict(sorted(headers.items())))
                                   if headers else None)
         columns["body"].append(message.body)
-        columns["exchange"].append(_text(annotations.get("x-exchange", "")))
+        columns["exchange"].append(annotations.get("x-exchange", ""))
         columns["redelivered"].append(False)
         columns["delivery_mode"].append(None if delivery_mode is None else int(delivery_mode))
         columns["priority"].append(None if priority is None else int(priority))
@@ -116,8 +117,9 @@ class _Rows:
         columns["timestamp"].append(None if timestamp is None or timestamp > MAX_TIMESTAMP
                                     else timestamp * 1_000_000)
         columns["drained_at"].append(now)
-        columns["content_type"].append(_text(properties[6]))
-        columns["content_encoding"].append(_text(properties[7]))
+        # strings and symbols decode as str: _text only for what may be binary or a number
+        columns["content_type"].append(properties[6])
+        columns["content_encoding"].append(properties[7])
         columns["correlation_id"].append(_text(properties[5]))
         columns["reply_to"].append(_text(reply_to))
         columns["expiration"].append(_text(expiration))
@@ -156,13 +158,17 @@ def read_range(stream_uri: str, stream: str, low: int, high: int, *,
         rows = _Rows(stream, connection.server_properties.get("version") or "")
         connection.subscribe(stream, low, credit)
         done = False
+        owed = 0  # chunks read and not yet credited again
         while not done:
             chunk = connection.next_chunk(timeout)
             if chunk is None:
                 raise StreamReadError(
                     f"stream {stream!r}: no message for {timeout:.0f} s while reading offsets "
                     f"{low}-{high - 1} (was the stream deleted and declared again?)")
-            connection.credit(1)
+            owed += 1
+            if owed * 2 >= credit:
+                connection.credit(owed)
+                owed = 0
             received = datetime.datetime.now(datetime.timezone.utc)
             offset = chunk.first_offset
             if offset + chunk.records <= low:

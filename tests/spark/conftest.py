@@ -11,35 +11,16 @@ import pytest
 
 from rtroute.sidecar.demo import PLUGIN_QUEUES
 
+from ..conftest import BROKER_URI, stream_uri_for_test
+
 if os.environ.get("RTROUTE_REQUIRE_SPARK") != "1":  # the test command sets it: fail, not skip
     pytest.importorskip("pyspark", reason="pip install 'rtroute[spark]'")
     pytest.importorskip("pyarrow", reason="pip install 'rtroute[spark]'")
-
-# the stream port of each broker of the test legs (scripts/ensure-rabbitmq.sh,
-# scripts/start-rabbitmq4.sh): the stream source reads over the stream protocol there
-STREAM_PORTS = {5672: 5552, 5673: 5553, 5674: 5554}
-
-
-def stream_uri_for_test(amqp_uri: str) -> str | None:
-    """The test broker's stream URI: RTROUTE_TEST_STREAM_URI, else the AMQP URI's on the port
-    of :data:`STREAM_PORTS` (None for another AMQP port)."""
-    from urllib.parse import urlsplit
-
-    from rtroute.amqp.stream_protocol import stream_uri_for
-
-    if os.environ.get("RTROUTE_TEST_STREAM_URI"):
-        return os.environ["RTROUTE_TEST_STREAM_URI"]
-    parts = urlsplit(amqp_uri)
-    port = STREAM_PORTS.get(parts.port or 5672)
-    return None if port is None else stream_uri_for(amqp_uri).replace(":5552/", f":{port}/")
-
 
 @pytest.fixture(scope="session", autouse=True)
 def stream_protocol_reader():
     """The stream source reads over the stream protocol of the broker under test (the
     source's RTROUTE_STREAM_URI), unless RTROUTE_TEST_STREAM_URI=off."""
-    from ..conftest import BROKER_URI
-
     uri = stream_uri_for_test(BROKER_URI)
     if uri and "RTROUTE_STREAM_URI" not in os.environ:
         os.environ["RTROUTE_STREAM_URI"] = uri

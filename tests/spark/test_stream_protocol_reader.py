@@ -12,7 +12,7 @@ from rtroute.amqp.stream_protocol import StreamProtocolConnection, StreamProtoco
 from rtroute.spark import stream_consumer, stream_protocol_reader
 from rtroute.spark.stream_source import RabbitMQStreamReader, StreamOptions
 
-from .conftest import stream_uri_for_test
+from ..conftest import stream_uri_for_test
 from .stream_support import messages, publish, rabbit_stream
 
 pytestmark = [pytest.mark.broker, pytest.mark.every_broker]
