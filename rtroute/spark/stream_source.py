@@ -52,10 +52,11 @@ was seen to exist, so a replay after a crash reads the same messages. A restarte
 neither skips nor repeats a message (with a sink that is itself exactly-once: the file sink, or
 ``rtroute spark stream``'s per-batch directories).
 
-**Throughput.** The messages are read by the executors, one consumer per partition, in
-parallel: a partition reads at the rate of one Python consumer decoding every message without
-pika (10-18k msg/s measured here on 3.10.8 and 4.3.6; a plain pika consumer of a stream, about
-18k), and partitions scale until the broker is the limit. The driver costs each trigger one
+**Throughput.** The messages are read by the executors, one reader per partition, in
+parallel: over the stream protocol (:mod:`rtroute.spark.stream_protocol_reader`: whole chunks,
+about 4 us of Python per message) where the stream port answers, else an AMQP 0-9-1 consumer
+decoding every message without pika (:func:`rtroute.spark.stream_consumer.read_range`); see
+docs/spark.md for the figures. Partitions scale until the broker is the limit. The driver costs each trigger one
 tail probe (at least ``tailWait`` seconds) plus Spark's own micro-batch overhead (about a second
 on two busy cores), so small micro-batches are dominated by that fixed cost: give them thousands
 of messages or more. Rejected: a ``SimpleDataSourceStreamReader``, which reads every message on
