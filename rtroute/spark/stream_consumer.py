@@ -156,6 +156,12 @@ class StreamConnection:
     def is_open(self) -> bool:
         return self.connection.is_open
 
+    @property
+    def cluster_name(self) -> str | None:
+        """The broker's ``cluster_name`` (its ``connection.start`` server properties)."""
+        name = (self.connection._impl.server_properties or {}).get("cluster_name")
+        return name.decode("utf-8", "replace") if isinstance(name, bytes) else name
+
     def channel(self, prefetch: int) -> Any:
         """A new channel whose deliveries land in :attr:`deliveries`."""
         channel = self.connection.channel()

@@ -256,10 +256,7 @@ class RabbitMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         else:
             candidate = stream_uri_for(self.options.uri) if wanted == "auto" else wanted
             peer = stream_protocol_reader.answers(candidate)
-            amqp_name = self._driver_call(
-                lambda c: (c.connection._impl.server_properties or {}).get("cluster_name"))
-            if isinstance(amqp_name, bytes):
-                amqp_name = amqp_name.decode("utf-8", "replace")
+            amqp_name = self._driver_call(lambda c: c.cluster_name)
             if peer is None:
                 _log.warning("%s: the stream protocol does not answer at %s (is the "
                              "rabbitmq_stream plugin enabled?): reading over AMQP 0-9-1", NAME,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import socket
+import ssl
+import threading
 
 import pika
 import pytest
@@ -13,6 +15,7 @@ from rtroute.spark import stream_consumer, stream_protocol_reader
 from rtroute.spark.stream_source import RabbitMQStreamReader, StreamOptions
 
 from ..conftest import stream_uri_for_test
+from ..shovel.conftest import _make_certificates
 from .stream_support import messages, publish, rabbit_stream
 
 pytestmark = [pytest.mark.broker, pytest.mark.every_broker]
@@ -130,21 +133,73 @@ def test_the_source_reads_over_the_stream_protocol_where_it_answers(broker_uri, 
     assert "reading over the stream protocol" in caplog.text
 
 
-def test_auto_refuses_a_stream_port_of_another_cluster(broker_uri, stream_uri, caplog):
+def _tls_forwarder(certs, target: tuple[str, int]) -> tuple[socket.socket, int]:
+    """A TLS listener (a certificate of the private CA in ``certs``) that forwards each
+    connection, decrypted, to ``target``: the broker's stream port as a TLS listener would
+    serve it (our brokers have none)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(certs / "server.pem", certs / "server.key")
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def pipe(source, sink) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for end in (source, sink):
+                end.close()
+
+    def serve() -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            try:
+                secure = context.wrap_socket(client, server_side=True)
+            except (OSError, ssl.SSLError):
+                client.close()
+                continue
+            upstream = socket.create_connection(target)
+            for a, b in ((secure, upstream), (upstream, secure)):
+                threading.Thread(target=pipe, args=(a, b), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return listener, listener.getsockname()[1]
+
+
+def test_rabbitmq_stream_tls_reads_through_a_private_ca(broker_uri, stream_uri, tmp_path):
+    _make_certificates(tmp_path)
+    target = stream_uri.rsplit("@", 1)[1].split("/")[0].rsplit(":", 1)
+    listener, port = _tls_forwarder(tmp_path, (target[0], int(target[1])))
+    tls_uri = (f"rabbitmq-stream+tls://guest:guest@localhost:{port}/%2F"
+               f"?cacertfile={tmp_path / 'ca.pem'}")
+    try:
+        with rabbit_stream(broker_uri, "protocol-tls") as stream:
+            publish(broker_uri, stream, messages(50, seed=5))
+            rows = _rows(stream_protocol_reader.read_range(tls_uri, stream, 0, 50))
+            assert rows == _rows(stream_consumer.read_range(broker_uri, stream, 0, 50))
+        with pytest.raises(StreamProtocolError):  # the system CAs do not know the private CA
+            StreamProtocolConnection(f"rabbitmq-stream+tls://guest:guest@localhost:{port}/%2F")
+    finally:
+        listener.close()
+
+
+def test_auto_refuses_a_stream_port_of_another_cluster(broker_uri, stream_uri, caplog,
+                                                       monkeypatch):
     other = {5552: 5554, 5553: 5552, 5554: 5552}
     port = int(stream_uri.rsplit(":", 1)[1].split("/")[0])
     if port not in other:
         pytest.skip("no other broker's stream port known")
     reader = RabbitMQStreamReader(StreamOptions({"uri": broker_uri, "stream": "s"}))
     reader.options.stream_uri = "auto"
-    import rtroute.amqp.stream_protocol as protocol
-
-    real = protocol.stream_uri_for
-    protocol.stream_uri_for = lambda uri: stream_uri.replace(f":{port}/", f":{other[port]}/")
+    monkeypatch.setattr("rtroute.amqp.stream_protocol.stream_uri_for",
+                        lambda uri: stream_uri.replace(f":{port}/", f":{other[port]}/"))
     try:
         with caplog.at_level(logging.INFO, logger="rtroute.spark"):
             assert reader.reader_uri() is None
     finally:
-        protocol.stream_uri_for = real
         reader.stop()
     assert "not" in caplog.text and "set streamUri" in caplog.text
