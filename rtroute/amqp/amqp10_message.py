@@ -64,8 +64,14 @@ class Message:
         body_value: an amqp-value or amqp-sequence body (``None`` for data sections).
     """
 
-    __slots__ = ("header", "message_annotations", "properties", "application_properties",
-                 "body", "body_value")
+    __slots__ = (
+        "application_properties",
+        "body",
+        "body_value",
+        "header",
+        "message_annotations",
+        "properties",
+    )
 
     def __init__(self) -> None:
         self.header: list | None = None
@@ -133,9 +139,8 @@ def _array(width: int) -> Any:
         end = at + width + size
         at += 2 * width
         constructor = data[at]
-        descriptor = None
-        if constructor == 0:
-            descriptor, at = _decode(data, at + 1)
+        if constructor == 0:  # a described element type: the values are what is read
+            _, at = _decode(data, at + 1)
             constructor = data[at]
         at += 1
         read_one = _READERS.get(constructor)

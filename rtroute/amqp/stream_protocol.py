@@ -126,7 +126,7 @@ def chunk_messages(chunk: Chunk) -> Iterator[memoryview]:
     while at < end:
         (size,) = unpack_from(">I", data, at)
         if size & 0x80000000:  # a sub-batch: flag, compression, records, sizes
-            kind, records, _, length = unpack_from(">BHII", data, at)
+            kind, _records, _, length = unpack_from(">BHII", data, at)
             at += 11
             if (kind >> 4) & 0x7:
                 raise StreamProtocolError("a compressed sub-batch entry: not supported")
@@ -267,7 +267,7 @@ class StreamProtocolConnection:
 
     def _other(self, key: int, frame: memoryview) -> None:
         if key == _CLOSE:
-            corr, code = struct.unpack_from(">IH", frame, 0)
+            _, code = struct.unpack_from(">IH", frame, 0)
             reason, _ = _read_string(frame, 6)
             raise StreamProtocolError(f"the broker closed the connection: {reason}", code)
         if key == _TUNE:

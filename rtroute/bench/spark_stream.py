@@ -196,37 +196,37 @@ def read_plain(uri: str, stream: str, count: int, prefetch: int = PLAIN_PREFETCH
 
 
 def read_with_rtroute(uri: str, stream: str, count: int) -> float:
-    """Seconds :func:`~rtroute.spark.stream_consumer.read_range` takes to read offsets
-    ``[0, count)`` of ``stream`` as Arrow rows.
+    """Seconds :func:`~rtroute.spark.stream_consumer.read_range` (AMQP 0-9-1 at ``uri``) takes
+    to read offsets ``[0, count)`` of ``stream`` as Arrow rows.
 
     Raises:
         StreamBenchError: it read another number of rows.
     """
     from rtroute.spark.stream_consumer import read_range
 
-    start = time.perf_counter()
-    rows = sum(batch.num_rows for batch in read_range(uri, stream, 0, count))
-    seconds = time.perf_counter() - start
-    if rows != count:
-        raise StreamBenchError(f"read_range gave {rows:,} rows of offsets 0-{count - 1}")
-    return seconds
+    return _timed_read(read_range, uri, stream, count)
 
 
 def read_with_stream_protocol(stream_uri: str, stream: str, count: int) -> float:
-    """Seconds :func:`~rtroute.spark.stream_protocol_reader.read_range` takes to read offsets
-    ``[0, count)`` of ``stream`` as Arrow rows over the stream protocol at ``stream_uri``.
+    """Seconds :func:`~rtroute.spark.stream_protocol_reader.read_range` (the stream protocol
+    at ``stream_uri``) takes to read offsets ``[0, count)`` of ``stream`` as Arrow rows.
 
     Raises:
         StreamBenchError: it read another number of rows.
     """
     from rtroute.spark.stream_protocol_reader import read_range
 
+    return _timed_read(read_range, stream_uri, stream, count)
+
+
+def _timed_read(read_range: Callable[..., Iterator[Any]], uri: str, stream: str,
+                count: int) -> float:
     start = time.perf_counter()
-    rows = sum(batch.num_rows for batch in read_range(stream_uri, stream, 0, count))
+    rows = sum(batch.num_rows for batch in read_range(uri, stream, 0, count))
     seconds = time.perf_counter() - start
     if rows != count:
-        raise StreamBenchError(f"the stream-protocol reader gave {rows:,} rows of offsets "
-                               f"0-{count - 1}")
+        raise StreamBenchError(f"{read_range.__module__}.read_range gave {rows:,} rows of "
+                               f"offsets 0-{count - 1}")
     return seconds
 
 

@@ -39,7 +39,7 @@ from rtroute.amqp.stream_protocol import (
 )
 from rtroute.spark.archive import MAX_TIMESTAMP
 from rtroute.spark.header_json import headers_json
-from rtroute.spark.stream_consumer import ARROW_SCHEMA, StreamReadError
+from rtroute.spark.stream_consumer import Columns, StreamReadError
 
 __all__ = ["DEFAULT_CREDIT", "answers", "read_range"]
 
@@ -59,19 +59,16 @@ def _text(raw: Any) -> Any:
     return str(raw)
 
 
-class _Rows:
+class _Rows(Columns):
     """Rows of :data:`~rtroute.spark.stream_consumer.ARROW_SCHEMA` from AMQP 1.0 messages,
     column by column, as the broker of ``version`` converts them for AMQP 0-9-1."""
 
     def __init__(self, stream: str, version: str) -> None:
-        self.stream = stream
+        super().__init__(stream)
         self.four = not version.startswith("3.")
-        self.columns: dict[str, list[Any]] = {name: [] for name in ARROW_SCHEMA.names}
 
-    def __len__(self) -> int:
-        return len(self.columns["offset"])
-
-    def add(self, offset: int, raw: Any, now: datetime.datetime) -> None:
+    def add(self, offset: int, raw: Any, now: datetime.datetime  # type: ignore[override]
+            ) -> None:
         message = decode_message(raw)
         columns = self.columns
         annotations: Mapping[str, Any] = message.message_annotations or {}
@@ -129,11 +126,6 @@ class _Rows:
         columns["app_id"].append(_text(app_id))
         columns["stream"].append(self.stream)
         columns["offset"].append(offset)
-
-    def batch(self) -> pa.RecordBatch:
-        batch = pa.RecordBatch.from_pydict(self.columns, schema=ARROW_SCHEMA)
-        self.columns = {name: [] for name in ARROW_SCHEMA.names}
-        return batch
 
 
 def read_range(stream_uri: str, stream: str, low: int, high: int, *,
