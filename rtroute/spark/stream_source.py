@@ -27,7 +27,8 @@ Options (names are case-insensitive):
   ``RTROUTE_STREAM_URI`` of the driver when it is set) reads over RabbitMQ's stream
   protocol (the ``rabbitmq_stream`` plugin) at the ``uri``'s host, credentials, virtual host
   and TLS keys on port 5552 (``amqps``: 5551) when that port answers and names the same
-  cluster as ``uri``; a ``rabbitmq-stream://`` or ``rabbitmq-stream+tls://`` URI reads there;
+  cluster as ``uri``; a ``rabbitmq-stream://`` or ``rabbitmq-stream+tls://`` URI reads there
+  (a node of another cluster than ``uri``'s is refused);
   ``off`` reads over AMQP 0-9-1. Where the stream port does not answer (the plugin is off), the
   source reads over AMQP 0-9-1 and says so in the log (logger ``rtroute.spark``).
 - ``prefetch`` (default 2000): each reading consumer's ``basic.qos`` (AMQP 0-9-1 reader).
@@ -261,7 +262,13 @@ class RabbitMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 _log.warning("%s: the stream protocol does not answer at %s (is the "
                              "rabbitmq_stream plugin enabled?): reading over AMQP 0-9-1", NAME,
                              mask_uri(candidate))
-            elif wanted == "auto" and peer.get("cluster_name") != amqp_name:
+            elif peer.get("cluster_name") != amqp_name:
+                # another broker's stream of the same name would be read as this one's
+                if wanted != "auto":
+                    raise ValueError(
+                        f"{NAME}: streamUri {mask_uri(candidate)} is a node of cluster "
+                        f"{peer.get('cluster_name')!r}, the uri of cluster {amqp_name!r}: "
+                        "give the stream port of the uri's broker")
                 _log.warning("%s: the stream port at %s belongs to cluster %r, not %r of the "
                              "uri: reading over AMQP 0-9-1 (set streamUri)", NAME,
                              mask_uri(candidate), peer.get("cluster_name"), amqp_name)

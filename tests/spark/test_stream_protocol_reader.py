@@ -203,3 +203,18 @@ def test_auto_refuses_a_stream_port_of_another_cluster(broker_uri, stream_uri, c
     finally:
         reader.stop()
     assert "not" in caplog.text and "set streamUri" in caplog.text
+
+
+def test_a_stream_uri_of_another_cluster_is_refused(broker_uri, stream_uri):
+    other = {5552: 5554, 5553: 5552, 5554: 5552}
+    port = int(stream_uri.rsplit(":", 1)[1].split("/")[0])
+    if port not in other:
+        pytest.skip("no other broker's stream port known")
+    elsewhere = stream_uri.replace(f":{port}/", f":{other[port]}/")
+    reader = RabbitMQStreamReader(StreamOptions({"uri": broker_uri, "stream": "s",
+                                                 "streamUri": elsewhere}))
+    try:
+        with pytest.raises(ValueError, match="is a node of cluster"):
+            reader.reader_uri()
+    finally:
+        reader.stop()
