@@ -14,7 +14,7 @@
 #    scripts/ensure-rabbitmq.sh.
 # 3. Fails unless both node scripts exit 0, at least one of them waited for apt's lock (the
 #    race was run), and each node's management API answers with its series' version (4.3.x on
-#    15674, 4.0.x on 15673).
+#    15674, 4.0.x on 15673), and the stream protocol listens on 5554, 5553 and 5552.
 #
 # The nodes are left running in those roots: `.ci/run` runs this, then scripts/test.sh with the
 # same RABBITMQ43_ROOT and RABBITMQ4_ROOT, whose legs use them. Root (or passwordless sudo)
@@ -114,6 +114,14 @@ for pair in 4.3:15674 4.0:15673; do
                "'${version:-nothing}'" >&2
            status=1 ;;
     esac
+done
+for port in 5554 5553 5552; do   # rabbitmq_stream's listeners (start-rabbitmq4.sh, ensure-rabbitmq.sh)
+    if ss -ltnH "( sport = :$port )" | grep -q 127.0.0.1; then
+        say "the stream protocol listens on 127.0.0.1:$port"
+    else
+        say "FAILED: nothing listens on 127.0.0.1:$port (rabbitmq_stream)" >&2
+        status=1
+    fi
 done
 [ $status = 0 ] && say "both nodes up from nothing in ${SECONDS} s (roots $RABBITMQ43_ROOT, $RABBITMQ4_ROOT)"
 exit $status

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Makes sure a RabbitMQ broker runs on 127.0.0.1:5672 with the plugins rtroute uses:
 # installs it from the OS packages if absent, starts it if stopped, enables the plugins.
+# rabbitmq_stream listens on 127.0.0.1:5552 and advertises that address (a stream client connects
+# where the stream's metadata says), set in the running node and in /etc/rabbitmq/rabbitmq.conf.
 set -euo pipefail
 
-PLUGINS="rabbitmq_management rabbitmq_event_exchange rabbitmq_shovel rabbitmq_shovel_management rabbitmq_consistent_hash_exchange"
+PLUGINS="rabbitmq_management rabbitmq_event_exchange rabbitmq_shovel rabbitmq_shovel_management rabbitmq_consistent_hash_exchange rabbitmq_stream"
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 
@@ -49,7 +51,19 @@ for p in $PLUGINS; do
 done
 if [ -n "$missing" ]; then
     echo "rtroute: enabling RabbitMQ plugins:$missing"
+    if grep -qw rabbitmq_stream <<<"$missing"; then
+        # set before the plugin starts (the loaded application keeps them)
+        rabbitmqctl -q eval 'application:load(rabbitmq_stream),
+            application:set_env(rabbitmq_stream, tcp_listeners, [{"127.0.0.1", 5552}]),
+            application:set_env(rabbitmq_stream, advertised_host, <<"127.0.0.1">>),
+            application:set_env(rabbitmq_stream, advertised_port, 5552).' >/dev/null
+    fi
     rabbitmq-plugins -q enable $missing >/dev/null
+fi
+# the same for the node's next start (these keys are valid only while rabbitmq_stream is enabled)
+if ! grep -qs '^stream\.' /etc/rabbitmq/rabbitmq.conf; then
+    printf '%s\n' "stream.listeners.tcp.local = 127.0.0.1:5552" "stream.advertised_host = 127.0.0.1" \
+        "stream.advertised_port = 5552" | $SUDO tee -a /etc/rabbitmq/rabbitmq.conf >/dev/null
 fi
 # The management API answers a little after the plugin starts.
 for _ in $(seq 1 30); do

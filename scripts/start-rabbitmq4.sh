@@ -3,13 +3,17 @@
 # 4.x legs of scripts/test.sh and for trying rtroute on 4.x by hand. One script, two series:
 #
 #   start-rabbitmq4.sh [4.0]  node rabbit4@localhost   AMQP 127.0.0.1:5673  management :15673
+#                             stream protocol 127.0.0.1:5553
 #                             Debian trixie's rabbitmq-server (4.0.x, Erlang/OTP 27, Mnesia),
 #                             chroot /srv/trixie ($RABBITMQ4_ROOT), Erlang distribution :25673
 #   start-rabbitmq4.sh 4.3    node rabbit43@localhost  AMQP 127.0.0.1:5674  management :15674
+#                             stream protocol 127.0.0.1:5554
 #                             Debian unstable's rabbitmq-server (4.3.x, Erlang/OTP 29, Khepri
 #                             metadata store), chroot /srv/sid ($RABBITMQ43_ROOT), dist :25674
 #   plugins (both): rabbitmq_management rabbitmq_event_exchange rabbitmq_shovel
 #            rabbitmq_shovel_management rabbitmq_consistent_hash_exchange (sharded ingress)
+#            rabbitmq_stream (the Spark stream source's reader; advertised as 127.0.0.1 and the
+#            node's own stream port, since a stream client connects where the metadata says)
 #   The series may also come from RABBITMQ4_SERIES. Each node registers with the host's epmd
 #   on 127.0.0.1:4369.
 #
@@ -43,14 +47,14 @@ set -euo pipefail
 SERIES=${1:-${RABBITMQ4_SERIES:-4.0}}
 case $SERIES in
     4.0) ROOT=${RABBITMQ4_ROOT:-/srv/trixie} SUITE=trixie NODE=rabbit4@localhost
-         PORT=5673 MGMT=15673 DIST=25673 TAG=rabbitmq4 ;;
+         PORT=5673 MGMT=15673 DIST=25673 STREAM=5553 TAG=rabbitmq4 ;;
     4.3) ROOT=${RABBITMQ43_ROOT:-/srv/sid} SUITE=sid NODE=rabbit43@localhost
-         PORT=5674 MGMT=15674 DIST=25674 TAG=rabbitmq43 ;;
+         PORT=5674 MGMT=15674 DIST=25674 STREAM=5554 TAG=rabbitmq43 ;;
     *) echo "usage: $0 [4.0|4.3]   (the series: 4.0 from Debian trixie, 4.3 from Debian" \
             "unstable; got '$SERIES')" >&2
        exit 2 ;;
 esac
-PLUGINS="rabbitmq_management rabbitmq_event_exchange rabbitmq_shovel rabbitmq_shovel_management rabbitmq_consistent_hash_exchange"
+PLUGINS="rabbitmq_management rabbitmq_event_exchange rabbitmq_shovel rabbitmq_shovel_management rabbitmq_consistent_hash_exchange rabbitmq_stream"
 WAIT_S=${RABBITMQ4_WAIT_S:-180}
 DENY_TRANSIENT=${RABBITMQ4_DENY_TRANSIENT_QUEUES:-0}
 
@@ -69,7 +73,7 @@ management_version() {
 }
 up_message() {
     log "$NODE up: RabbitMQ $1, AMQP amqp://guest:guest@127.0.0.1:$PORT/%2F," \
-        "management http://127.0.0.1:$MGMT/"
+        "management http://127.0.0.1:$MGMT/, stream protocol 127.0.0.1:$STREAM"
 }
 
 if [ "$(id -u)" != 0 ]; then
@@ -118,6 +122,15 @@ wait_management() {
     echo "$v"
 }
 
+# the stream plugin's lines of rabbitmq.conf (valid only while rabbitmq_stream is enabled)
+stream_conf() {
+    cat <<EOF
+stream.listeners.tcp.local = 127.0.0.1:$STREAM
+stream.advertised_host = 127.0.0.1
+stream.advertised_port = $STREAM
+EOF
+}
+
 # -- a node that answers is left as it is --------------------------------------------------------
 if [ -x "$ROOT/usr/sbin/rabbitmqctl" ] && ctl -q ping >/dev/null 2>&1; then
     log "$NODE already running"
@@ -135,8 +148,19 @@ if [ -x "$ROOT/usr/sbin/rabbitmqctl" ] && ctl -q ping >/dev/null 2>&1; then
     for p in $PLUGINS; do grep -qx "$p" <<<"$enabled" || missing="$missing $p"; done
     if [ -n "$missing" ]; then   # adds to the node's enabled set, disables nothing
         log "enabling$missing"
+        # a node started before rabbitmq_stream was in PLUGINS: its listener and advertised
+        # address as a node this script starts has them (set before the plugin starts: the
+        # loaded application keeps them); rabbitmq.conf gets the same lines for its next start
+        if grep -qw rabbitmq_stream <<<"$missing"; then
+            ctl -q eval "application:load(rabbitmq_stream),
+                application:set_env(rabbitmq_stream, tcp_listeners, [{\"127.0.0.1\", $STREAM}]),
+                application:set_env(rabbitmq_stream, advertised_host, <<\"127.0.0.1\">>),
+                application:set_env(rabbitmq_stream, advertised_port, $STREAM)." >/dev/null
+        fi
         in_root /usr/sbin/rabbitmq-plugins -n "$NODE" -q enable $missing >/dev/null
     fi
+    grep -qs '^stream\.' "$ROOT/etc/rabbitmq/rabbitmq.conf" \
+        || stream_conf >>"$ROOT/etc/rabbitmq/rabbitmq.conf"
     version=$(wait_management)
     up_message "$version"
     exit 0
@@ -231,6 +255,7 @@ listeners.tcp.local = 127.0.0.1:$PORT
 management.tcp.ip = 127.0.0.1
 management.tcp.port = $MGMT
 EOF
+stream_conf >>"$ROOT/etc/rabbitmq/rabbitmq.conf"
 if [ "$DENY_TRANSIENT" = 1 ]; then
     echo "deprecated_features.permit.transient_nonexcl_queues = false" \
         >>"$ROOT/etc/rabbitmq/rabbitmq.conf"
@@ -238,7 +263,7 @@ fi
 echo "[$(tr ' ' ',' <<<"$PLUGINS")]." >"$ROOT/etc/rabbitmq/enabled_plugins"
 
 # -- 4. start and wait ----------------------------------------------------------------------------
-for p in $PORT $MGMT $DIST; do
+for p in $PORT $MGMT $DIST $STREAM; do
     if ss -ltnH "( sport = :$p )" 2>/dev/null | grep -q .; then
         die "port $p is taken, but not by a $NODE that answers"
     fi

@@ -125,6 +125,26 @@ def _check_same_broker(client: ManagementClient) -> None:
                     f"{amqp_side[0]!r} (RabbitMQ {amqp_side[1]})")
 
 
+# the stream port of each broker of the test legs (scripts/ensure-rabbitmq.sh,
+# scripts/start-rabbitmq4.sh): the stream source reads over the stream protocol there
+STREAM_PORTS = {5672: 5552, 5673: 5553, 5674: 5554}
+
+
+def stream_uri_for_test(amqp_uri: str) -> str | None:
+    """The test broker's stream URI: RTROUTE_TEST_STREAM_URI (``off``: None), else the AMQP
+    URI's on the port of :data:`STREAM_PORTS` (None for another AMQP port)."""
+    from urllib.parse import urlsplit
+
+    from rtroute.amqp.stream_protocol import stream_uri_for
+
+    given = os.environ.get("RTROUTE_TEST_STREAM_URI")
+    if given:
+        return None if given == "off" else given
+    parts = urlsplit(amqp_uri)
+    port = STREAM_PORTS.get(parts.port or 5672)
+    return None if port is None else stream_uri_for(amqp_uri).replace(":5552/", f":{port}/")
+
+
 def _text(value: Any) -> Any:
     return value.decode() if isinstance(value, bytes) else value
 

@@ -111,12 +111,17 @@ def bench_shovel(count: int, uri: str, json_path: str | None) -> None:
                    "read for it).  [default: no stream rows]")
 @click.option("--stream-messages", default=100_000, show_default=True, type=click.IntRange(1),
               help="Messages in the stream (with --stream-uri).")
+@click.option("--stream-protocol-uri", default="auto", show_default=True,
+              metavar="URI|auto|off",
+              help="With --stream-uri: the broker's stream protocol (rabbitmq-stream://...) for "
+                   "the stream-protocol reader row and the streaming route; auto: port 5552 of "
+                   "the --stream-uri host if it is the same broker; off: AMQP 0-9-1 only.")
 @click.option("--stream-only", is_flag=True,
               help="With --stream-uri: skip the batch pipelines, measure only the stream rows.")
 @json_option
 def bench_spark(messages: int, bindings: int, master: str, repeats: int, reference_sample: int,
                 native_row_sample: int, stream_uri: str | None, stream_messages: int,
-                stream_only: bool, json_path: str | None) -> None:
+                stream_protocol_uri: str, stream_only: bool, json_path: str | None) -> None:
     """Arrow batches + native core vs a Python dict trie as a row UDF, a pandas UDF and in
     mapInArrow, and a no-op matcher, on Spark; every baseline's output is checked.
 
@@ -152,10 +157,12 @@ def bench_spark(messages: int, bindings: int, master: str, repeats: int, referen
             try:
                 streamed = spark_stream.run(stream_uri, messages=stream_messages,
                                             bindings=bindings, master=master, repeats=repeats,
-                                            echo=click.echo)
+                                            echo=click.echo,
+                                            stream_protocol_uri=stream_protocol_uri)
             except StreamReadError as exc:
                 raise StreamBenchError(str(exc)) from None
             parameters.update({"stream_messages": stream_messages,
+                               "stream_protocol": streamed["stream_protocol_uri"] is not None,
                                "bindings": streamed["bindings"],
                                "spark": streamed["spark_version"], "mix": streamed["mix"]})
             rows += spark_stream.json_rows(streamed)

@@ -13,13 +13,18 @@ connection (or starting the query) to the last row:
    from ``first`` (prefetch 1000, one ``multiple`` ack per 500 deliveries), counting the
    messages pika decoded and nothing more.
 2. ``rtroute stream consumer``: :func:`rtroute.spark.stream_consumer.read_range` over
-   ``[0, messages)``, the reader each partition of the Spark source runs (frames decoded
-   without pika, into Arrow rows); no Spark.
+   ``[0, messages)``, the AMQP 0-9-1 reader (frames decoded without pika, into Arrow rows): the
+   source's fallback where the stream protocol is off; no Spark.
+2b. ``rtroute stream-protocol reader``: :func:`rtroute.spark.stream_protocol_reader.read_range`
+   over ``[0, messages)`` on the broker's stream port (``stream_protocol_uri``), the reader each
+   partition of the Spark source runs where the stream protocol answers; no Spark. Absent when
+   no stream port answers for the broker.
 3. ``spark stream (available-now)``: :func:`rtroute.spark.stream_job.run_stream`, the function
    ``rtroute spark stream --available-now`` calls, run in this process's Spark session (a
    subprocess would add the JVM's start to the wall time, which the batch row does not pay),
    with the bench's bindings written to a file as the CLI reads them, a fresh checkpoint and
-   output each run, and the source's default options. Its row count (the query's and the one
+   output each run, and the source's default options but ``streamUri`` (the stream-protocol
+   reader's URI, or ``off`` when there is none). Its row count (the query's and the one
    read back from the output) must be ``messages``, else :class:`ResultMismatch`.
 4. ``spark route (batch)``: :func:`rtroute.spark.route` over the generated archive the
    messages were published from (the same rows, read from Parquet, written as Parquet).
@@ -44,14 +49,16 @@ from typing import Any, Callable
 
 from rtroute.bench.spark import ResultMismatch, benchmark_bindings, generate_archive
 
-__all__ = ["BATCH", "PLAIN", "READER", "STREAMING", "StreamBenchError", "StreamMeasurement",
+__all__ = ["BATCH", "PLAIN", "PROTOCOL", "READER", "STREAMING", "StreamBenchError", "StreamMeasurement",
            "format_table", "json_rows", "run", "temporary_stream"]
 
 PLAIN = "plain stream consumer"
 READER = "rtroute stream consumer"
+PROTOCOL = "rtroute stream-protocol reader"
 STREAMING = "spark stream (available-now)"
 BATCH = "spark route (batch)"
 WHAT = {PLAIN: "pika basic_consume, counts", READER: "read_range: frames -> Arrow rows",
+        PROTOCOL: "stream protocol: chunks -> Arrow rows",
         STREAMING: "stream source + route + Parquet", BATCH: "Parquet + route + Parquet"}
 PLAIN_PREFETCH = 1000
 WARM_UP_ROWS = 2_000
@@ -189,20 +196,54 @@ def read_plain(uri: str, stream: str, count: int, prefetch: int = PLAIN_PREFETCH
 
 
 def read_with_rtroute(uri: str, stream: str, count: int) -> float:
-    """Seconds :func:`~rtroute.spark.stream_consumer.read_range` takes to read offsets
-    ``[0, count)`` of ``stream`` as Arrow rows.
+    """Seconds :func:`~rtroute.spark.stream_consumer.read_range` (AMQP 0-9-1 at ``uri``) takes
+    to read offsets ``[0, count)`` of ``stream`` as Arrow rows.
 
     Raises:
         StreamBenchError: it read another number of rows.
     """
     from rtroute.spark.stream_consumer import read_range
 
+    return _timed_read(read_range, uri, stream, count)
+
+
+def read_with_stream_protocol(stream_uri: str, stream: str, count: int) -> float:
+    """Seconds :func:`~rtroute.spark.stream_protocol_reader.read_range` (the stream protocol
+    at ``stream_uri``) takes to read offsets ``[0, count)`` of ``stream`` as Arrow rows.
+
+    Raises:
+        StreamBenchError: it read another number of rows.
+    """
+    from rtroute.spark.stream_protocol_reader import read_range
+
+    return _timed_read(read_range, stream_uri, stream, count)
+
+
+def _timed_read(read_range: Callable[..., Iterator[Any]], uri: str, stream: str,
+                count: int) -> float:
     start = time.perf_counter()
     rows = sum(batch.num_rows for batch in read_range(uri, stream, 0, count))
     seconds = time.perf_counter() - start
     if rows != count:
-        raise StreamBenchError(f"read_range gave {rows:,} rows of offsets 0-{count - 1}")
+        raise StreamBenchError(f"{read_range.__module__}.read_range gave {rows:,} rows of "
+                               f"offsets 0-{count - 1}")
     return seconds
+
+
+def protocol_uri(uri: str, given: str | None) -> str | None:
+    """The stream-protocol URI to measure: ``given``, or with ``None``/``auto`` the one the
+    stream source would choose for ``uri`` (port 5552 of its host, if it names the same
+    cluster); ``off``: None."""
+    from rtroute.spark.stream_source import RabbitMQStreamReader, StreamOptions
+
+    if given == "off":
+        return None
+    reader = RabbitMQStreamReader(StreamOptions({"uri": uri, "stream": "-",
+                                                 "streamUri": given or "auto"}))
+    try:
+        return reader.reader_uri()
+    finally:
+        reader.stop()
 
 
 def _rows_written(out: Path) -> int:
@@ -212,7 +253,8 @@ def _rows_written(out: Path) -> int:
 
 
 def route_stream(spark: Any, uri: str, stream: str, bindings_path: Path, root: Path,
-                 expected: int, starting_offset: str = "first") -> float:
+                 expected: int, starting_offset: str = "first",
+                 stream_protocol_uri: str | None = None) -> float:
     """Seconds of one ``rtroute spark stream --available-now`` run (fresh checkpoint and output
     under ``root``) from ``starting_offset``.
 
@@ -226,7 +268,8 @@ def route_stream(spark: Any, uri: str, stream: str, bindings_path: Path, root: P
     start = time.perf_counter()
     result = run_stream(spark, uri=uri, streams=[stream], bindings=str(bindings_path),
                         out=str(root / "out"), checkpoint=str(root / "checkpoint"),
-                        available_now=True, starting_offset=starting_offset)
+                        available_now=True, starting_offset=starting_offset,
+                        options={"streamUri": stream_protocol_uri or "off"})
     seconds = time.perf_counter() - start
     written = _rows_written(root / "out")
     if result.messages != expected or written != expected:
@@ -251,7 +294,7 @@ def route_batch(spark: Any, archive: Path, pairs: list[tuple[str, str]], sink: P
 
 def run(uri: str, messages: int = 100_000, bindings: int = 10_000, master: str = "local[2]",
         repeats: int = 3, echo: Callable[[str], None] = print,
-        workdir: str | None = None) -> dict[str, Any]:
+        workdir: str | None = None, stream_protocol_uri: str | None = None) -> dict[str, Any]:
     """Fills a stream, measures the four readers on it (see the module docstring), deletes it;
     prints progress and a table; returns the measurements.
 
@@ -262,6 +305,8 @@ def run(uri: str, messages: int = 100_000, bindings: int = 10_000, master: str =
         master: Spark master; the batch bench's session is reused when it is running.
         repeats: runs of each reader; the best counts.
         workdir: where the archive and outputs go (a temporary directory by default).
+        stream_protocol_uri: the broker's stream-protocol URI, ``auto`` (the default: as the
+            stream source chooses) or ``off`` (the AMQP 0-9-1 reader only).
 
     Raises:
         ResultMismatch: the streaming route wrote another number of rows than ``messages``.
@@ -292,6 +337,8 @@ def run(uri: str, messages: int = 100_000, bindings: int = 10_000, master: str =
         mix = generate_archive(archive, messages, pairs)
         batch = archive_messages(archive)
         spark = spark_session(master, "rtroute bench spark", {"spark.ui.enabled": "false"})
+        protocol = protocol_uri(uri, stream_protocol_uri)
+        echo(f"stream source reader: {'stream protocol' if protocol else 'AMQP 0-9-1'}")
         with bench_stream(uri) as stream:
             echo(f"publishing {messages:,} messages to stream {stream} (confirmed) ...")
             seconds = publish_messages(uri, stream, batch)
@@ -309,24 +356,30 @@ def run(uri: str, messages: int = 100_000, bindings: int = 10_000, master: str =
             route_batch(spark, archive, pairs, root / "batch", limit=WARM_UP_ROWS)
             warm = min(WARM_UP_ROWS, messages)
             route_stream(spark, uri, stream, bindings_path, root / "stream", warm,
-                         starting_offset=str(messages - warm))
+                         starting_offset=str(messages - warm), stream_protocol_uri=protocol)
             for attempt in range(repeats):
                 keep(PLAIN, read_plain(uri, stream, messages), attempt)
                 keep(READER, read_with_rtroute(uri, stream, messages), attempt)
+                if protocol:
+                    keep(PROTOCOL, read_with_stream_protocol(protocol, stream, messages),
+                         attempt)
                 keep(STREAMING, route_stream(spark, uri, stream, bindings_path,
-                                             root / "stream", messages), attempt)
+                                             root / "stream", messages,
+                                             stream_protocol_uri=protocol), attempt)
                 keep(BATCH, route_batch(spark, archive, pairs, root / "batch"), attempt)
         spark_version = spark.version
     finally:
         if workdir is None:
             shutil.rmtree(root, ignore_errors=True)
-    results = [best[name] for name in (PLAIN, READER, STREAMING, BATCH)]
+    results = [best[name] for name in (PLAIN, READER, PROTOCOL, STREAMING, BATCH)
+               if name in best]
     echo("")
     echo(format_table(results))
     echo(f"({master}, {messages:,} messages, {len(pairs):,} bindings, best of {repeats}; "
          f"{BATCH} reads the archive the stream was filled from)")
     return {"results": results, "mix": mix, "master": master, "messages": messages,
-            "bindings": len(pairs), "repeats": repeats, "spark_version": spark_version}
+            "bindings": len(pairs), "repeats": repeats, "spark_version": spark_version,
+            "stream_protocol_uri": protocol}
 
 
 def format_table(results: list[StreamMeasurement]) -> str:

@@ -49,9 +49,22 @@ from rtroute.amqp.content_header import decode_properties
 from rtroute.spark.archive import MAX_TIMESTAMP, SCHEMA
 from rtroute.spark.header_json import headers_json
 
-__all__ = ["ARROW_SCHEMA", "DEFAULT_PREFETCH", "OFFSET_HEADER", "Start", "StreamConnection",
-           "StreamReadError", "format_start", "parse_start", "parse_starts", "probe",
-           "read_range", "resolve_starts", "tails"]
+__all__ = [
+    "ARROW_SCHEMA",
+    "DEFAULT_PREFETCH",
+    "OFFSET_HEADER",
+    "Columns",
+    "Start",
+    "StreamConnection",
+    "StreamReadError",
+    "format_start",
+    "parse_start",
+    "parse_starts",
+    "probe",
+    "read_range",
+    "resolve_starts",
+    "tails",
+]
 
 OFFSET_HEADER = "x-stream-offset"
 DEFAULT_PREFETCH = 2000
@@ -155,6 +168,12 @@ class StreamConnection:
     @property
     def is_open(self) -> bool:
         return self.connection.is_open
+
+    @property
+    def cluster_name(self) -> str | None:
+        """The broker's ``cluster_name`` (its ``connection.start`` server properties)."""
+        name = (self.connection._impl.server_properties or {}).get("cluster_name")
+        return name.decode("utf-8", "replace") if isinstance(name, bytes) else name
 
     def channel(self, prefetch: int) -> Any:
         """A new channel whose deliveries land in :attr:`deliveries`."""
@@ -310,8 +329,9 @@ def resolve_starts(connection: StreamConnection, starts: Mapping[str, Start],
     return resolved
 
 
-class _Columns:
-    """Rows of :data:`ARROW_SCHEMA`, column by column."""
+class Columns:
+    """Rows of :data:`ARROW_SCHEMA`, column by column, from AMQP 0-9-1 deliveries (:meth:`add`;
+    the stream-protocol reader's subclass adds AMQP 1.0 messages)."""
 
     def __init__(self, stream: str) -> None:
         self.stream = stream
@@ -375,7 +395,7 @@ def read_range(uri: str, stream: str, low: int, high: int, *, prefetch: int = DE
         channel = connection.channel(prefetch)
         connection.consume(channel, stream, low, "rtroute-read")
         deliveries = connection.deliveries
-        columns = _Columns(stream)
+        columns = Columns(stream)
         last_tag = 0
         last_delivery = time.monotonic()
         done = False

@@ -23,7 +23,15 @@ Options (names are case-insensitive):
 - ``maxRecordsPerTrigger``: at most this many offsets per micro-batch, shared between the
   streams in proportion to what each has waiting. ``Trigger.AvailableNow`` honours it too
   (several batches, then the query stops).
-- ``prefetch`` (default 2000): each reading consumer's ``basic.qos``.
+- ``streamUri``: how the executors read: ``auto`` (the default, or the environment variable
+  ``RTROUTE_STREAM_URI`` of the driver when it is set) reads over RabbitMQ's stream
+  protocol (the ``rabbitmq_stream`` plugin) at the ``uri``'s host, credentials, virtual host
+  and TLS keys on port 5552 (``amqps``: 5551) when that port answers and names the same
+  cluster as ``uri``; a ``rabbitmq-stream://`` or ``rabbitmq-stream+tls://`` URI reads there
+  (a node of another cluster than ``uri``'s is refused);
+  ``off`` reads over AMQP 0-9-1. Where the stream port does not answer (the plugin is off), the
+  source reads over AMQP 0-9-1 and says so in the log (logger ``rtroute.spark``).
+- ``prefetch`` (default 2000): each reading consumer's ``basic.qos`` (AMQP 0-9-1 reader).
 - ``tailWait`` (seconds, default 0.25): how long the tail probe waits for more of the last chunk.
 - ``offsetsPerPartition`` (default 50000): a stream's range in one batch is split into
   partitions of this many offsets, read in parallel by the executors.
@@ -45,10 +53,11 @@ was seen to exist, so a replay after a crash reads the same messages. A restarte
 neither skips nor repeats a message (with a sink that is itself exactly-once: the file sink, or
 ``rtroute spark stream``'s per-batch directories).
 
-**Throughput.** The messages are read by the executors, one consumer per partition, in
-parallel: a partition reads at the rate of one Python consumer decoding every message without
-pika (10-18k msg/s measured here on 3.10.8 and 4.3.6; a plain pika consumer of a stream, about
-18k), and partitions scale until the broker is the limit. The driver costs each trigger one
+**Throughput.** The messages are read by the executors, one reader per partition, in
+parallel: over the stream protocol (:mod:`rtroute.spark.stream_protocol_reader`: whole chunks,
+about 4 us of Python per message) where the stream port answers, else an AMQP 0-9-1 consumer
+decoding every message without pika (:func:`rtroute.spark.stream_consumer.read_range`); see
+docs/spark.md for the figures. Partitions scale until the broker is the limit. The driver costs each trigger one
 tail probe (at least ``tailWait`` seconds) plus Spark's own micro-batch overhead (about a second
 on two busy cores), so small micro-batches are dominated by that fixed cost: give them thousands
 of messages or more. Rejected: a ``SimpleDataSourceStreamReader``, which reads every message on
@@ -64,6 +73,8 @@ pack`` ships it).
 from __future__ import annotations
 
 import difflib
+import logging
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -82,6 +93,7 @@ except ImportError:  # before 4.2, Python sources had neither read limits nor Av
     raise ImportError(f"the rtroute-rabbitmq-stream source needs pyspark 4.2 or later, not "
                       f"{pyspark.__version__}: pip install 'pyspark>=4.2'") from None
 
+from rtroute.spark import stream_protocol_reader
 from rtroute.spark.stream_consumer import (
     ARROW_SCHEMA,
     DEFAULT_PREFETCH,
@@ -101,6 +113,7 @@ __all__ = ["NAME", "RabbitMQStreamDataSource", "RabbitMQStreamReader", "StreamOp
            "StreamPartition", "register_stream_source", "share_limit", "spark_schema"]
 
 NAME = "rtroute-rabbitmq-stream"
+_log = logging.getLogger("rtroute.spark")
 
 
 def spark_schema() -> StructType:
@@ -119,7 +132,7 @@ def spark_schema() -> StructType:
 
 _KNOWN = {name.lower(): name for name in (
     "uri", "stream", "streams", "startingOffset", "maxRecordsPerTrigger", "prefetch", "tailWait",
-    "offsetsPerPartition", "readTimeout")}
+    "offsetsPerPartition", "readTimeout", "streamUri")}
 
 
 class StreamOptions:
@@ -154,6 +167,18 @@ class StreamOptions:
         self.tail_wait = _number(options, "tailwait", 0.25, float, 0.01)
         self.partition_offsets = _number(options, "offsetsperpartition", 50_000, int, 1)
         self.read_timeout = _number(options, "readtimeout", 60.0, float, 0.1)
+        self.stream_uri = (options.get("streamuri") or os.environ.get("RTROUTE_STREAM_URI")
+                           or "auto").strip()
+        if self.stream_uri.lower() in ("auto", "off"):
+            self.stream_uri = self.stream_uri.lower()
+        else:
+            from rtroute.amqp.stream_protocol import parse_stream_uri
+
+            try:
+                parse_stream_uri(self.stream_uri)
+            except ValueError as exc:
+                raise ValueError(f"{NAME}: option streamUri must be auto, off or a "
+                                 f"rabbitmq-stream:// URI: {exc}") from None
 
 
 def _number(options: Mapping[str, str], name: str, default: Any, kind: type,
@@ -172,11 +197,13 @@ def _number(options: Mapping[str, str], name: str, default: Any, kind: type,
 
 
 class StreamPartition(InputPartition):
-    """Offsets ``[low, high)`` of one stream: one executor task, one consumer."""
+    """Offsets ``[low, high)`` of one stream: one executor task, one consumer; over the stream
+    protocol at ``stream_uri``, or over AMQP 0-9-1 when it is None."""
 
-    def __init__(self, stream: str, low: int, high: int) -> None:
+    def __init__(self, stream: str, low: int, high: int, stream_uri: str | None = None) -> None:
         super().__init__((stream, low, high))
         self.stream, self.low, self.high = stream, low, high
+        self.stream_uri = stream_uri
 
 
 def share_limit(backlog: Mapping[str, int], limit: int) -> dict[str, int]:
@@ -209,9 +236,48 @@ class RabbitMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._connection: StreamConnection | None = None
         self._target: dict[str, int] | None = None
         self._latest: dict[str, int] | None = None
+        self._reader_uri: str | None | bool = False  # False: not chosen yet
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"options": self.options, "_connection": None, "_target": None, "_latest": None}
+        return {"options": self.options, "_connection": None, "_target": None, "_latest": None,
+                "_reader_uri": False}
+
+    def reader_uri(self) -> str | None:
+        """The stream URI the executors read at, or None for AMQP 0-9-1; chosen on the driver
+        once (see the ``streamUri`` option) and logged."""
+        if self._reader_uri is not False:
+            return self._reader_uri  # type: ignore[return-value]
+        from rtroute.amqp import mask_uri
+        from rtroute.amqp.stream_protocol import stream_uri_for
+
+        wanted = self.options.stream_uri
+        chosen: str | None = None
+        if wanted == "off":
+            _log.info("%s: reading over AMQP 0-9-1 (streamUri=off)", NAME)
+        else:
+            candidate = stream_uri_for(self.options.uri) if wanted == "auto" else wanted
+            peer = stream_protocol_reader.answers(candidate)
+            amqp_name = self._driver_call(lambda c: c.cluster_name)
+            if peer is None:
+                _log.warning("%s: the stream protocol does not answer at %s (is the "
+                             "rabbitmq_stream plugin enabled?): reading over AMQP 0-9-1", NAME,
+                             mask_uri(candidate))
+            elif peer.get("cluster_name") != amqp_name:
+                # another broker's stream of the same name would be read as this one's
+                if wanted != "auto":
+                    raise ValueError(
+                        f"{NAME}: streamUri {mask_uri(candidate)} is a node of cluster "
+                        f"{peer.get('cluster_name')!r}, the uri of cluster {amqp_name!r}: "
+                        "give the stream port of the uri's broker")
+                _log.warning("%s: the stream port at %s belongs to cluster %r, not %r of the "
+                             "uri: reading over AMQP 0-9-1 (set streamUri)", NAME,
+                             mask_uri(candidate), peer.get("cluster_name"), amqp_name)
+            else:
+                chosen = candidate
+                _log.info("%s: reading over the stream protocol at %s", NAME,
+                          mask_uri(candidate))
+        self._reader_uri = chosen
+        return chosen
 
     def _driver_call(self, call: Any) -> Any:
         """``call(connection)`` on the driver's connection, reconnecting once if it was lost
@@ -267,7 +333,8 @@ class RabbitMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: dict, end: dict) -> Sequence[StreamPartition]:
         start, end = self._checked(start), self._checked(end)
         size = self.options.partition_offsets
-        return [StreamPartition(stream, low, min(low + size, end[stream]))
+        reader_uri = self.reader_uri()
+        return [StreamPartition(stream, low, min(low + size, end[stream]), reader_uri)
                 for stream in self.options.streams
                 for low in range(start[stream], end[stream], size)]
 
@@ -275,6 +342,10 @@ class RabbitMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
              ) -> Iterator[pa.RecordBatch]:
         """The partition's messages, on an executor (see :func:`read_range`)."""
         options = self.options
+        if partition.stream_uri is not None:
+            return stream_protocol_reader.read_range(
+                partition.stream_uri, partition.stream, partition.low, partition.high,
+                timeout=options.read_timeout)
         return read_range(options.uri, partition.stream, partition.low, partition.high,
                           prefetch=options.prefetch, timeout=options.read_timeout)
 

@@ -1,5 +1,5 @@
 """`rtroute bench spark --stream-uri`: the streaming route, the batch route, a plain stream
-consumer and rtroute's stream reader each read every message of a fresh stream, which is
+consumer and rtroute's stream readers (AMQP 0-9-1, stream protocol) each read every message of a fresh stream, which is
 deleted after; the table and the --json rows rate each against the plain consumer."""
 from __future__ import annotations
 
@@ -14,8 +14,10 @@ pytest.importorskip("pandas")
 pytest.importorskip("numpy")
 
 from rtroute.bench.report import read_report
-from rtroute.bench.spark_stream import BATCH, PLAIN, READER, STREAMING
+from rtroute.bench.spark_stream import BATCH, PLAIN, PROTOCOL, READER, STREAMING
 from rtroute.cli import main
+
+from ..conftest import stream_uri_for_test
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
@@ -30,19 +32,23 @@ def test_stream_rows_read_every_message_and_the_stream_is_deleted(broker_uri, mg
     result = CliRunner().invoke(main, [
         "bench", "spark", "--stream-only", "--stream-uri", broker_uri,
         "--stream-messages", str(MESSAGES), "--bindings", "200", "--master", "local[1]",
-        "--repeats", "1", "--json", str(path)], catch_exceptions=False)
+        "--repeats", "1", "--json", str(path),
+        "--stream-protocol-uri", stream_uri_for_test(broker_uri) or "off"],
+        catch_exceptions=False)
     assert result.exit_code == 0, result.output
 
     table = {cells[0]: cells for cells in
              ([c.strip() for c in line.strip("|").split("|")] for line in
               result.output.splitlines() if line.startswith("| "))}
-    for name in (PLAIN, READER, STREAMING, BATCH):
+    names = {PLAIN, READER, STREAMING, BATCH} | ({PROTOCOL} if stream_uri_for_test(broker_uri)
+                                                  else set())
+    for name in names:
         assert table[name][2] == f"{MESSAGES:,}"
     assert table[PLAIN][5] == "1.00x"
 
     report = read_report(path)
     rows = {r["name"]: r for r in report["rows"]}
-    assert set(rows) == {PLAIN, READER, STREAMING, BATCH}
+    assert set(rows) == names
     for row in rows.values():
         assert row["unit"] == "rows/s" and row["value"] > 0 and row["role"] == "stream"
         assert row["rows_measured"] == MESSAGES

@@ -11,9 +11,24 @@ import pytest
 
 from rtroute.sidecar.demo import PLUGIN_QUEUES
 
+from ..conftest import BROKER_URI, stream_uri_for_test
+
 if os.environ.get("RTROUTE_REQUIRE_SPARK") != "1":  # the test command sets it: fail, not skip
     pytest.importorskip("pyspark", reason="pip install 'rtroute[spark]'")
     pytest.importorskip("pyarrow", reason="pip install 'rtroute[spark]'")
+
+@pytest.fixture(scope="session", autouse=True)
+def stream_protocol_reader():
+    """The stream source reads over the stream protocol of the broker under test (the
+    source's RTROUTE_STREAM_URI), unless RTROUTE_TEST_STREAM_URI=off."""
+    uri = stream_uri_for_test(BROKER_URI)
+    if uri and "RTROUTE_STREAM_URI" not in os.environ:
+        os.environ["RTROUTE_STREAM_URI"] = uri
+        yield uri
+        os.environ.pop("RTROUTE_STREAM_URI", None)
+    else:
+        yield os.environ.get("RTROUTE_STREAM_URI")
+
 
 PLUGIN = PLUGIN_QUEUES  # the plugin README's queues A-F and their binding keys
 

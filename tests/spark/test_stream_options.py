@@ -188,3 +188,16 @@ def test_with_an_env_archive_the_driver_finds_the_executors_python_path_as_its_o
     assert ran.stdout.strip() == sys.prefix  # this interpreter, with its packages
     with _driver_runs_env_python(False):
         assert os.getcwd() == here
+
+
+def test_stream_uri_is_auto_off_or_a_stream_uri(monkeypatch):
+    monkeypatch.delenv("RTROUTE_STREAM_URI", raising=False)
+    assert _options().stream_uri == "auto"
+    assert _options(streamUri="OFF").stream_uri == "off"
+    given = "rabbitmq-stream://guest:guest@127.0.0.1:5554/%2F"
+    assert _options(streamUri=given).stream_uri == given
+    monkeypatch.setenv("RTROUTE_STREAM_URI", given)
+    assert _options().stream_uri == given
+    assert _options(streamUri="auto").stream_uri == "auto"
+    with pytest.raises(ValueError, match="streamUri must be auto, off or a rabbitmq-stream"):
+        _options(streamUri="amqp://h/")
