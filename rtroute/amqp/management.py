@@ -13,6 +13,12 @@ Facts about the API on RabbitMQ 3.10 worth knowing:
   ``queue.declare`` over AMQP for an exact, current count.
 - ``PUT /api/parameters/shovel/...`` fails with 400 "component shovel not found" unless the
   ``rabbitmq_shovel`` plugin is enabled.
+
+Size: one API's client. Its request plumbing (failover between nodes, the broker identity
+check, a long listing's growing wait, definitions exports) and the objects read through it
+(exchanges and their bindings, queues, connections, shovel parameters) share that plumbing's
+state; the parts that stand alone live beside it (``management_listing``,
+``definitions_export``, ``broker_identity``).
 """
 from __future__ import annotations
 
