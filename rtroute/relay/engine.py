@@ -65,9 +65,14 @@ class Relay:
 
     Attributes:
         put: the 1:1 fast lane: ``put(entry)`` for an item that is its own publish
-            (``awaiting`` 1, ``item`` None).
-        submit: ``submit(item, outs, deferred=0)``: publish ``outs`` for ``item``
-            (``deferred`` more come with :attr:`add`); with none at all, settle it now.
+            (``awaiting`` 1, ``item`` None), tracked by its caller (the shovel tracks each
+            delivery as it comes, before its filter and its ``src-delete-after`` budget
+            decide whether it is published at all: one held or parked unpublished must hold
+            the acks above it back, too).
+        submit: ``submit(item, outs, deferred=0)``: track ``item`` with its settler
+            (callers submit in delivery order and track nothing themselves), publish
+            ``outs`` for it (``deferred`` more come with :attr:`add`); with none at all,
+            settle it now.
         add: ``add(item, out)``: a deferred publish of ``item`` is ready.
 
     (each a bound method of the part that does it: no call more per message.)
