@@ -58,6 +58,7 @@ from time import monotonic, perf_counter
 from typing import Any, Callable
 
 from rtroute.amqp.content_header import FLAG_HEADERS, FLAGS_OFFSET, ContentHeader
+from rtroute.amqp.frame_codec import FRAME_HEAD_AND_END, frame_fits, frame_size_limit
 from rtroute.core import MAX_QUERY_BYTES
 from rtroute.core.frames import SCAN_BAD_END, SCAN_STOP, SCAN_TOO_LARGE, FrameScanner
 from rtroute.core.headers import HeaderKeys
@@ -389,7 +390,8 @@ class Session:
         meter = self.meter
         counted = meter.channels
         view = memoryview(buf)
-        limit = self.frame_max if self._tuned else wire.PRE_TUNE_FRAME_MAX
+        # RabbitMQ's rule: a payload up to frame_max (see rtroute.amqp.frame_codec)
+        limit = frame_size_limit(self.frame_max) if self._tuned else wire.PRE_TUNE_FRAME_MAX
         data = b""
         # one client's routing work (a wildcard over many bindings costs milliseconds) takes
         # turns with the others' and with the proxy's own (HTTP, signals)
@@ -486,7 +488,7 @@ class Session:
                         if self._held or self._closed:
                             break
                         if method == wire.CONNECTION_TUNE_OK:
-                            limit = self.frame_max
+                            limit = frame_size_limit(self.frame_max)
                         continue
                 elif probe and channel == probe[0]:
                     self._channel_above_max(channel)
@@ -791,7 +793,7 @@ class Session:
                     return
             if bcc or read.drops:
                 header = read.rewrite(exchange.bcc_entry(bcc) if bcc else b"")
-                if len(header) > self.frame_max:
+                if not frame_fits(len(header), self.frame_max):
                     self._bcc_too_large(channel, out)
                     return
         # else as published (a key too long for a query: the broker's own refusal)
@@ -843,7 +845,7 @@ class Session:
             if bcc:  # encoded once per plan: a BCC of 100 keys costs more than the routing
                 edited.set_encoded_header("BCC", exchange.bcc_entry(bcc))
             header = edited.frame(channel)
-            if len(header) > self.frame_max:
+            if not frame_fits(len(header), self.frame_max):
                 self._bcc_too_large(channel, out)
                 return
         self._send_routed(channel, exchange, publish, header, out, cache_key,
@@ -879,7 +881,8 @@ class Session:
         if cache_key is not None:
             if len(exchange.rewritten) >= 4096:
                 exchange.rewritten.clear()
-            exchange.rewritten[cache_key] = (frames, len(header), cost)
+            # with the least frame_max that takes its header frame
+            exchange.rewritten[cache_key] = (frames, len(header) - FRAME_HEAD_AND_END, cost)
 
     def _refuse(self, channel: int, text: str, out: list[bytes], code: int = 406,
                 kind: str = "publish", failing: int = wire.BASIC_PUBLISH) -> None:

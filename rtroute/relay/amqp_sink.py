@@ -52,9 +52,7 @@ def header_too_large(out: Outgoing, frame_max: int) -> str | None:
                                                  out.properties)
     else:
         return None
-    # RabbitMQ takes a frame whose payload fits in frame_max (rabbit_reader's
-    # FRAME_SIZE_FUDGE forgives the 8 bytes of frame head and end): take what it takes
-    if not frame_max or size - 8 <= frame_max:
+    if amqp_frames.frame_fits(size, frame_max):  # RabbitMQ's rule (see frame_codec)
         return None
     return (f"its properties and headers ({size - 8} bytes as a content header) exceed "
             f"the connection's frame_max ({frame_max} bytes)")
@@ -129,7 +127,7 @@ class AmqpSink:
         except ENCODING_ERRORS as exc:
             return f"its properties cannot be encoded ({type(exc).__name__}: {exc})"
         frame_max = self.frame_max
-        if not frame_max or size - 8 <= frame_max:
+        if amqp_frames.frame_fits(size, frame_max):  # RabbitMQ's rule (see frame_codec)
             return None
         return (f"its properties and headers ({size - 8} bytes as a content header) exceed "
                 f"the connection's frame_max ({frame_max} bytes)")
