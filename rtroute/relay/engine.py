@@ -11,9 +11,10 @@ and copies) and the policy.
 
 Life cycle: :meth:`Relay.attach` a publish channel (in confirm mode through a
 :class:`~rtroute.amqp.confirm_window.ConfirmWindow`, or without confirms); :meth:`Relay.drain`
-to stop gracefully (nothing new goes out, what waits is parked for the broker to requeue,
-in-flight confirms still settle); :meth:`Relay.detach` when the connection goes (every item is
-forgotten: the broker redelivers what was not acked; no timer of that connection runs again).
+to stop gracefully (no timer runs; with ``park``, nothing new goes out and what waits is parked
+for the broker to requeue; in-flight confirms still settle), then :meth:`Relay.when_drained`;
+:meth:`Relay.detach` when the connection goes (every item is forgotten: the broker redelivers
+what was not acked; no timer of that connection runs again).
 """
 from __future__ import annotations
 
@@ -224,15 +225,18 @@ class Relay:
         window.start(on_ready=on_ready)
         self.outbox.attach(AmqpSink(channel, window))
 
-    def drain(self) -> None:
-        """Stop gracefully: nothing new goes out; what waits is parked (the broker requeues it
-        when its channel closes); no retry, hold or back-off timer runs; confirms in flight
-        still settle their items."""
+    def drain(self, park: bool = True) -> None:
+        """Stop gracefully: no retry, hold or back-off timer runs (what they held stays parked:
+        the broker requeues it when its channel closes); confirms in flight still settle their
+        items. ``park``: nothing more goes out, what waits is parked too (the shovel's stop);
+        False: what was put or submitted still goes out (the sidecar's: what it read before
+        its consumers were cancelled). Wait with :meth:`when_drained`."""
         outbox = self.outbox
-        outbox.pause(PauseReason.STOPPING)
-        park = self.upstream.park
-        for out in outbox.clear():
-            park(out.item or out)
+        if park:
+            outbox.pause(PauseReason.STOPPING)
+            park_item = self.upstream.park
+            for out in outbox.clear():
+                park_item(out.item or out)
         self.fanin.draining = True
         self.timers.cancel_all()
         self.upstream.stop()
