@@ -186,7 +186,8 @@ def content_after(head: bytes, channel: int, body: bytes, frame_max: int
     frames, as one ``bytes``, and the number of frames in it."""
     if not body:
         return head, 2
-    if len(body) <= body_payload_max(frame_max):  # one body frame: no list to build and join
+    # one body frame (body_payload_max, inline: every publish comes here): no list to build
+    if len(body) <= frame_max - FRAME_HEAD_AND_END:
         return head + HEAD.pack(FRAME_BODY, channel, len(body)) + body + FRAME_END_BYTE, 3
     chunks = body_frames(channel, body, frame_max)
     return head + b"".join(chunks), 2 + len(chunks)

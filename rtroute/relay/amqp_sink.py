@@ -78,6 +78,9 @@ class AmqpSink:
         self.channel = channel
         self.connection = channel.connection
         self.frame_max: int = self.connection.params.frame_max
+        # the largest content header frame_max takes (amqp_frames.frame_fits, as a bound
+        # checked inline below: 0 for none)
+        self._frame_limit = amqp_frames.frame_size_limit(self.frame_max)
         self.window = window
         self.confirms = window is not None
         # the per-message lane is the window's bound method itself
@@ -126,11 +129,11 @@ class AmqpSink:
                 return None
         except ENCODING_ERRORS as exc:
             return f"its properties cannot be encoded ({type(exc).__name__}: {exc})"
-        frame_max = self.frame_max
-        if amqp_frames.frame_fits(size, frame_max):  # RabbitMQ's rule (see frame_codec)
+        limit = self._frame_limit
+        if size <= limit or not limit:  # RabbitMQ's rule (frame_fits, see frame_codec)
             return None
         return (f"its properties and headers ({size - 8} bytes as a content header) exceed "
-                f"the connection's frame_max ({frame_max} bytes)")
+                f"the connection's frame_max ({self.frame_max} bytes)")
 
     def encode(self, out: Outgoing) -> tuple[bytes | list[bytes], int]:
         """``out`` (properties and body) as frames for this channel: method, header, bodies.
