@@ -16,7 +16,7 @@ from unittest import mock
 import pytest
 
 from rtroute.bench import traffic
-from rtroute.proxy import session as session_module
+from rtroute.proxy import rewrite as rewrite_module
 from rtroute.proxy.catalog import RTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -76,6 +76,6 @@ def test_common_path(benchmark, scenario):
 
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
 def test_general_path(benchmark, scenario):
-    with mock.patch.object(session_module, "HeaderKeys", _GeneralOnly):
+    with mock.patch.object(rewrite_module, "HeaderKeys", _GeneralOnly):
         feed, run = _feeder(scenario)
         benchmark.pedantic(run, setup=feed, rounds=20)

@@ -332,14 +332,16 @@ class StubBroker:
         return self.connection.channel()
 
     def deliver(self, make: Callable[[int], Any], settler: Settler,
-                channel: StubChannel | None = None) -> Any:
+                channel: StubChannel | None = None, track: bool = True) -> Any:
         """A new delivery on ``channel`` (default: the consume channel), tracked by
-        ``settler``: ``make(tag)`` builds the item."""
+        ``settler`` (``track``; an item the relay's ``submit`` takes is tracked there):
+        ``make(tag)`` builds the item."""
         channel = channel or self.consume
         tag = self._next_tag.get(channel.channel_number, 0) + 1
         self._next_tag[channel.channel_number] = tag
         item = make(tag)
-        settler.track(item)
+        if track:
+            settler.track(item)
         return item
 
     def ready(self, item: Any, channel: StubChannel | None = None) -> None:

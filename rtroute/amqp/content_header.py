@@ -43,6 +43,7 @@ from rtroute.amqp.field_table import (
     encoded_name,
     entry_spans,
 )
+from rtroute.amqp.frame_codec import frame_fits
 
 __all__ = [
     "PROPERTY_NAMES",
@@ -538,7 +539,7 @@ def dead_letter_header(header: bytes, channel: int, reasons: Mapping[str, Any] |
         for name, entry in encoded:
             edited.set_encoded_header(name, entry)
         frame = edited.frame(channel)
-        if len(frame) <= frame_max:
+        if frame_fits(len(frame), frame_max):
             return frame
     except (ValueError, FieldTableError):
         pass
@@ -550,7 +551,7 @@ def dead_letter_header(header: bytes, channel: int, reasons: Mapping[str, Any] |
         payload = _CLASS_BASIC + _U64.pack(body_size) + _U16.pack(FLAG_HEADERS) + \
             _U32.pack(len(table)) + table
         frame = _HEAD.pack(2, channel, len(payload)) + payload + b"\xce"
-        if len(frame) <= frame_max:
+        if frame_fits(len(frame), frame_max):
             return frame
     raise ValueError(f"the dead letter's reasons do not fit in a frame of {frame_max} bytes")
 

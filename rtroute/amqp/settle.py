@@ -6,7 +6,8 @@ The sidecar (ingress messages republished to ``NAME.bindings``, diverted copies,
 and the shovel (a source message published to the destination) share this contract, as the
 shovel plugin's ``rabbit_shovel_confirms`` maps destination confirms back to source acks:
 
-- :meth:`Settler.track` each delivery in delivery-tag order (one consume channel numbers them);
+- :meth:`Settler.track` each delivery in delivery-tag order (one consume channel numbers them;
+  the relay's ``submit`` does it for the items submitted to it);
 - :meth:`Settler.ack` or :meth:`Settler.nack` it once every publish made for it has its
   outcome (the relay's :class:`~rtroute.relay.fanin.FanIn` counts them in ``awaiting``);
 - acks wait for the end of the ioloop turn and go out as one ``basic.ack`` with ``multiple``

@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 from rtroute.amqp.content_header import content_header_frame, dead_letter_header
 from rtroute.amqp.field_table import FieldTable
+from rtroute.amqp.frame_codec import content_after, frame_fits
 
 PROPERTY_NAMES = (
     "content_type", "content_encoding", "delivery_mode", "priority", "correlation_id",
@@ -89,10 +90,10 @@ class Message:
             header = content_header_frame(channel, len(self.body), self._properties(headers))
         except ValueError as exc:
             raise ValueError(f"cannot encode the message's properties: {exc}") from None
-        if len(header) > frame_max:
+        if not frame_fits(len(header), frame_max):
             raise ValueError(f"the message's properties need a header frame of {len(header)} "
-                             f"bytes, more than frame_max ({frame_max})")
-        return _with_body(method_frame, header, self.body, channel, frame_max)
+                             f"bytes, more than frame_max ({frame_max}) takes")
+        return content_after(method_frame + header, channel, self.body, frame_max)
 
     def dead_letter_frames(self, channel: int, method_frame: bytes,
                            reasons: Mapping[str, Any] | Sequence[tuple[str, Any]],
@@ -106,23 +107,12 @@ class Message:
         except ValueError:
             header = content_header_frame(channel, len(self.body), {})
         header = dead_letter_header(header, channel, reasons, frame_max)
-        return _with_body(method_frame, header, self.body, channel, frame_max)
+        return content_after(method_frame + header, channel, self.body, frame_max)
 
     def _properties(self, headers: Mapping[str, Any] | None) -> dict[str, Any]:
         table = self.headers if headers is None else headers
         return {**self.properties, "headers": table or None}
 
-
-_FRAME_HEAD = b"\x03"
-
-
-def _with_body(method_frame: bytes, header: bytes, body: bytes, channel: int,
-               frame_max: int) -> tuple[bytes, int]:
-    chunk = frame_max - 8
-    head = _FRAME_HEAD + channel.to_bytes(2, "big")
-    bodies = [head + len(piece).to_bytes(4, "big") + piece + b"\xce"
-              for piece in (body[i:i + chunk] for i in range(0, len(body), chunk))]
-    return b"".join((method_frame, header, *bodies)), 2 + len(bodies)
 
 
 def table_copy(headers: Mapping[str, Any] | None) -> FieldTable:

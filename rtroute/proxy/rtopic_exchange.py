@@ -29,9 +29,9 @@ class RTopic:
         self.router = ExchangeRouter(name, "rtopic")
         self.ready = asyncio.Event()
         # a client's basic.publish frame and content header frame, for messages without
-        # headers -> (the pair rewritten, the rewritten header's length); emptied by every
-        # binding change
-        self.rewritten: dict[bytes, tuple[bytes, int]] = {}
+        # headers -> (the pair rewritten, the least frame_max its header frame needs, its
+        # cost); emptied by every binding change
+        self.rewritten: dict[bytes, tuple[bytes, int, int]] = {}
         # (routing key, frame_max, CC, BCC, the alias header) -> the BCC of its one publish
         # (or the router's decision when it is not that; the general path's keys start with
         # None), for messages whose other headers differ (amqplib sends a table with every

@@ -44,8 +44,10 @@ that is no array of ASCII strings, a malformed table) is decoded in Python, with
 result (``tests/proxy/test_route_paths.py``).
 
 Size: the two pumps and the per-channel state they share (publishes held for their header,
-channels being closed, answers expected) are one state machine of the client's connection; the
-frame codecs live in rtroute.proxy.wire and rtroute.core.frames.
+channels being closed, answers expected) are one state machine of the client's connection; what
+the rewritten frames become is :mod:`rtroute.proxy.rewrite`'s (a :class:`Rewriter` per
+session, which reaches the pumps only through its ``Pumps`` seam); the frame codecs live in
+rtroute.proxy.wire and rtroute.core.frames.
 """
 from __future__ import annotations
 
@@ -53,25 +55,29 @@ import asyncio
 import collections
 import functools
 import logging
-import re
 from time import monotonic, perf_counter
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from rtroute.amqp.content_header import FLAG_HEADERS, FLAGS_OFFSET, ContentHeader
-from rtroute.core import MAX_QUERY_BYTES
+from rtroute.amqp.content_header import FLAG_HEADERS, FLAGS_OFFSET
+from rtroute.amqp.frame_codec import frame_size_limit
 from rtroute.core.frames import SCAN_BAD_END, SCAN_STOP, SCAN_TOO_LARGE, FrameScanner
-from rtroute.core.headers import HeaderKeys
 from rtroute.proxy import wire
 from rtroute.proxy.catalog import (
-    BINDINGS_SUFFIX,
-    LAYOUT_ARGUMENTS,
-    REGISTRY_EXCHANGE,
     Catalog,
     RTopic,
     VhostCatalog,
 )
 from rtroute.proxy.confirm_meter import DEFAULT_BUDGET, TX_REFUSED, ConfirmMeter
-from rtroute.proxy.permissions import ProbeChannel, read_probe
+from rtroute.proxy.permissions import ProbeChannel
+from rtroute.proxy.rewrite import (
+    REPLIES,
+    Expected,
+    Pumps,
+    Rewriter,
+    renamed_in_close,
+    rtopic_named_in_close,
+    rtopic_type_in_close,
+)
 from rtroute.routing.exchange_router import DEFAULT_FRAME_MAX
 
 __all__ = ["Session"]
@@ -100,10 +106,7 @@ _BROKER_SCANNERS = tuple(
     FrameScanner(sorted({wire.CHANNEL_CLOSE, wire.CONNECTION_TUNE} | renamed | confirms))
     for confirms in (frozenset(), _CONFIRMS) for renamed in (frozenset(), _RENAMED))
 _HEADERS_BIT = FLAG_HEADERS >> 8  # in the content header's first flags octet
-_REPLIES = {wire.EXCHANGE_BIND: wire.EXCHANGE_BIND_OK, wire.EXCHANGE_UNBIND: wire.EXCHANGE_UNBIND_OK,
-            wire.QUEUE_BIND: wire.QUEUE_BIND_OK, wire.QUEUE_UNBIND: wire.QUEUE_UNBIND_OK}
 _EMPTY_TABLE = b"\x00\x00\x00\x00"
-_NO_WAIT = 16  # exchange.declare's no-wait bit
 REFUSAL_TIMEOUT = 10.0
 # seconds of routing one client's pump does before it lets the loop serve the others
 PUMP_TURN = 0.005
@@ -132,25 +135,6 @@ SHARE_REFRESH = 0.05
 CLIENT_READ_AHEAD = 256 * 1024
 
 
-class _Expected:
-    """An answer a channel waits for: ``answer`` None swallows it, else the client gets
-    ``answer`` (``b""``: the broker's frame as is) and ``then()`` runs. If the broker closes
-    the channel instead, ``refused(close frame)`` is what the client gets (default: the close
-    with ``'NAME.bindings'`` named ``'NAME'``)."""
-
-    __slots__ = ("answer", "method", "names", "refused", "then")
-
-    def __init__(self, method: int, answer: bytes | None = None,
-                 then: Callable[[], Any] | None = None,
-                 names: tuple[bytes, bytes] | None = None,
-                 refused: Callable[[bytes], bytes] | None = None) -> None:
-        self.method = method
-        self.answer = answer
-        self.then = then
-        self.names = names  # (NAME, NAME.bindings): a refusal's text names NAME
-        self.refused = refused
-
-
 class Session:
     """The pumps of one client connection.
 
@@ -170,9 +154,10 @@ class Session:
         others_active: ``others_active(session)``: how many other clients are active (sent
             something in the last :data:`ACTIVE_WINDOW` s); None: none are counted.
 
-    Size: one state machine per client connection (see the module's Size paragraph): the pumps,
-    the methods they rewrite and the answers they hold share its per-channel state; the
-    permission probe and the proxies' agreement live in their own modules.
+    Size: one state machine per client connection (see the module's Size paragraph): the pumps
+    and the answers they hold share its per-channel state; the rewriters
+    (:mod:`rtroute.proxy.rewrite`), the permission probe and the proxies' agreement live in
+    their own modules.
     """
 
     def __init__(self, catalogs: Catalog, client: asyncio.Transport,
@@ -188,9 +173,6 @@ class Session:
         self._tuned = False
         self._client = client
         self._broker: asyncio.Transport | None = None
-        self._bcc_alias = bcc_alias
-        self._bcc_alias_wire = bcc_alias.encode("utf-8")
-        self._alias_bytes = bcc_alias.encode("utf-8")
         self.catalog: VhostCatalog | None = None
         self._from_client = bytearray()
         self._from_broker = bytearray()
@@ -203,9 +185,11 @@ class Session:
         self.frame_max = DEFAULT_FRAME_MAX
         self._heartbeat = 0  # seconds, as the client's tune-ok negotiated (0: none)
         self.rewritten = 0  # publishes sent to a NAME.bindings
-        self._expected: dict[int, collections.deque[_Expected]] = {}
+        self._expected: dict[int, collections.deque[Expected]] = {}
         # channel -> (exchange, its basic.publish frame) of a publish held for its header
         self._publishing: dict[int, tuple[RTopic, bytes]] = {}
+        # what the client's frames become for x-rtopic exchanges (rtroute.proxy.rewrite)
+        self.rewriter = Rewriter(self, self._publishing, bcc_alias)
         self._closing: dict[int, list[bool]] = {}  # channel -> [client ok, broker ok]
         self._closed_by_broker: dict[int, asyncio.Event] = {}
         self._refusal: str | None = None  # why the broker cannot be reached (see refuse())
@@ -395,7 +379,8 @@ class Session:
         meter = self.meter
         counted = meter.channels
         view = memoryview(buf)
-        limit = self.frame_max if self._tuned else wire.PRE_TUNE_FRAME_MAX
+        # RabbitMQ's rule: a payload up to frame_max (see rtroute.amqp.frame_codec)
+        limit = frame_size_limit(self.frame_max) if self._tuned else wire.PRE_TUNE_FRAME_MAX
         data = b""
         # one client's routing work (a wildcard over many bindings costs milliseconds) takes
         # turns with the others' and with the proxy's own (HTTP, signals)
@@ -468,7 +453,7 @@ class Session:
                                 self._hold(functools.partial(self._exchange_ready, exchange))
                                 break  # this frame again when the wait is over
                             publishing[channel] = (exchange, head[:frame_end - pos])
-                            self._route(channel, head[frame_end - pos:], out)
+                            self.rewriter.route(channel, head[frame_end - pos:], out)
                             run = pos = header_end  # the body frames: as is (or void if the
                             if perf_counter() > deadline:  # channel was closed instead)
                                 self._hold(_next_turn)  # the other clients' turn
@@ -492,7 +477,7 @@ class Session:
                         if self._held or self._closed:
                             break
                         if method == wire.CONNECTION_TUNE_OK:
-                            limit = self.frame_max
+                            limit = frame_size_limit(self.frame_max)
                         continue
                 elif probe and channel == probe[0]:
                     self._channel_above_max(channel)
@@ -504,7 +489,7 @@ class Session:
                     if channel in closing:
                         pass  # the rest of a refused publish
                     elif kind == wire.FRAME_HEADER:
-                        self._route(channel, bytes(view[pos:frame_end]), out)
+                        self.rewriter.route(channel, bytes(view[pos:frame_end]), out)
                         if perf_counter() > deadline:  # the other clients' turn
                             pos = frame_end
                             self._hold(_next_turn)
@@ -568,7 +553,7 @@ class Session:
                 if self._on_open is not None:
                     self._on_open()
 
-            self._expect(0, _Expected(wire.CONNECTION_OPEN_OK, b"", open_ok))
+            self.expect(0, Expected(wire.CONNECTION_OPEN_OK, b"", open_ok))
             self._hold(self._open_catalog)
             return True
         if method == wire.CONNECTION_TUNE_OK:
@@ -588,15 +573,16 @@ class Session:
             self.meter.selected_by_client(channel)
         elif method == wire.TX_SELECT:
             if not self.meter.tx_select(channel):
-                self._refuse(channel, TX_REFUSED, out, failing=wire.TX_SELECT, kind="tx_select")
+                self.refuse_channel(channel, TX_REFUSED, out, failing=wire.TX_SELECT,
+                                    kind="tx_select")
                 return True
         elif catalog is not None:
             if method == wire.EXCHANGE_DECLARE:
-                return self._declare(channel, payload, frame, out, catalog)
+                return self.rewriter.declare(channel, payload, frame, out, catalog)
             if method == wire.EXCHANGE_DELETE:
-                return self._delete(channel, payload, frame, out, catalog)
-            if method in _REPLIES:
-                return self._bind(channel, method, payload, frame, out, catalog)
+                return self.rewriter.delete(channel, payload, frame, out, catalog)
+            if method in REPLIES:
+                return self.rewriter.bind(channel, method, payload, frame, out, catalog)
         out.append(frame)
         return True
 
@@ -640,113 +626,11 @@ class Session:
                                 f"{progress})", "catalog")
                 return
 
-    def _expect(self, channel: int, *expected: _Expected) -> None:
+    def expect(self, channel: int, *expected: Expected) -> None:
         self._expected.setdefault(channel, collections.deque()).extend(expected)
 
-    def _declare(self, channel: int, payload: bytes, frame: bytes, out: list[bytes],
-                 catalog: VhostCatalog) -> bool:
-        declare = wire.parse_declare(payload)
-        if declare.type != b"x-rtopic" or declare.passive or \
-                catalog.plugin and catalog.rtopic(declare.exchange) is None:
-            # a passive declaration only checks that the exchange exists, whatever its type,
-            # as with the plugin (and registers nothing); where the broker runs the plugin, an
-            # exchange not in rtroute's layout is the plugin's (docs/migrate.md: side by side)
-            out.append(frame)
-            return True
-        name, bindings = declare.exchange, declare.exchange + BINDINGS_SUFFIX.encode()
-        bits = declare.bits & ~_NO_WAIT
-        answer = None if declare.nowait else \
-            wire.method_frame(channel, wire.EXCHANGE_DECLARE_OK, b"")
-        text = name.decode("utf-8", "replace")
-        names = (name, bindings)
-        known = catalog.rtopic(name) is not None
-        if known:
-            # an x-rtopic exchange that exists: checked, whatever type its NAME.bindings has
-            out.append(wire.declare(channel, bindings, b"topic", bits | 1))
-            self._expect(channel, _Expected(wire.EXCHANGE_DECLARE_OK, names=names))
-        else:  # direct on RabbitMQ 4, topic on 3.x, as the sidecar declares it
-            out.append(wire.declare(channel, bindings, catalog.bindings_type.encode(),
-                                    bits, declare.arguments))
-            self._expect(channel, _Expected(
-                wire.EXCHANGE_DECLARE_OK, names=names,
-                refused=lambda close: _bindings_refused(channel, close, names)))
 
-        def name_refused(close: bytes) -> bytes:
-            if not known:  # NAME.bindings was declared just now: not left behind unused
-                catalog.discard_unused(bindings.decode("utf-8", "replace"))
-            return _name_refused(channel, close, name)
-
-        # the layout's fanout, marked as such (the mark holds on an exchange created here; a
-        # declaration needs configure permission on NAME, so the mark says who may register)
-        out.append(wire.declare(channel, name, b"fanout", bits, LAYOUT_ARGUMENTS))
-        self._expect(channel, _Expected(wire.EXCHANGE_DECLARE_OK, names=names,
-                                        refused=name_refused))
-        out.append(wire.bind(channel, bindings, REGISTRY_EXCHANGE.encode(), name))
-
-        def registered() -> None:
-            catalog.learn(text)
-            # declare-ok once every proxy knows NAME is x-rtopic (rtroute.proxy.sync)
-            self._answer_after(channel, answer, catalog.announce({"learn": text}))
-
-        self._expect(channel, _Expected(wire.EXCHANGE_BIND_OK, None, registered, names))
-        return True
-
-    def _delete(self, channel: int, payload: bytes, frame: bytes, out: list[bytes],
-                catalog: VhostCatalog) -> bool:
-        delete = wire.parse_delete(payload)
-        exchange = catalog.rtopic(delete.exchange)
-        if exchange is None:
-            out.append(frame)
-            return True
-        names = (exchange.wire_name, exchange.wire_bindings)
-        answer = None if delete.nowait else \
-            wire.method_frame(channel, wire.EXCHANGE_DELETE_OK, b"")
-        out.append(wire.delete(channel, exchange.wire_bindings, delete.bits & 1))
-        out.append(wire.delete(channel, exchange.wire_name, 0))
-        self._expect(channel, _Expected(wire.EXCHANGE_DELETE_OK, names=names),
-                     _Expected(wire.EXCHANGE_DELETE_OK, answer,
-                               lambda: catalog.forget(exchange.name), names))
-        return True
-
-    def _bind(self, channel: int, method: int, payload: bytes, frame: bytes, out: list[bytes],
-              catalog: VhostCatalog) -> bool:
-        bind = wire.parse_bind(method, payload)
-        exchange = catalog.rtopic(bind.source)
-        if exchange is None:
-            out.append(frame)
-            return True
-        # the plugin's check first, on the client's channel: write on the destination and read
-        # on NAME (a refusal closes the channel with the broker's text, as with the plugin)
-        out.append(read_probe(channel, method, bind.destination, exchange.wire_name))
-        unbind_ok = wire.QUEUE_UNBIND_OK if method in (wire.QUEUE_BIND, wire.QUEUE_UNBIND) \
-            else wire.EXCHANGE_UNBIND_OK
-        probed = _Expected(unbind_ok, refused=_as_is)
-        self._expect(channel, probed)
-        out.append(bind.frame(channel, exchange.wire_bindings))
-        destination = (bind.destination_type, bind.destination.decode("utf-8", "replace"))
-        key = bind.routing_key.decode("utf-8", "replace")
-        added = method in (wire.QUEUE_BIND, wire.EXCHANGE_BIND)
-
-        def learn() -> None:
-            catalog.bind(exchange.wire_name, destination, key, added)
-
-        def learn_everywhere() -> None:
-            learn()
-            if added:  # bind-ok once every proxy routes by it (rtroute.proxy.sync)
-                self._answer_after(channel, wire.method_frame(channel, _REPLIES[method], b""),
-                                   catalog.announce({"bind": exchange.name,
-                                                     "destination": list(destination),
-                                                     "key": key}))
-
-        if bind.nowait:  # learnt once the probe passed (the broker's answer to it)
-            probed.then = learn
-        else:
-            self._expect(channel, _Expected(_REPLIES[method], None if added else b"",
-                                            learn_everywhere,
-                                            (exchange.wire_name, exchange.wire_bindings)))
-        return True
-
-    def _answer_after(self, channel: int, answer: bytes | None, agreed: Any) -> None:
+    def answer_after(self, channel: int, answer: bytes | None, agreed: Any) -> None:
         """The broker's ``answer`` reaches the client once ``agreed`` (awaitable) is done:
         every proxy applied the change. None: the client asked for no answer."""
         async def wait() -> None:
@@ -756,138 +640,8 @@ class Session:
 
         asyncio.ensure_future(wait())
 
-    def _route(self, channel: int, header: bytes, out: list[bytes]) -> None:
-        """The content header of a publish to an x-rtopic exchange: route, rewrite, send."""
-        exchange, publish = self._publishing.pop(channel)
-        cache_key = None
-        if not header[FLAGS_OFFSET] & _HEADERS_BIT:
-            # no headers: the same publish and properties are rewritten alike
-            cache_key = publish + header
-            cached = exchange.rewritten.get(cache_key)
-            if cached is not None and self.frame_max >= cached[1]:
-                out.append(cached[0])
-                self.rewritten += 1
-                self.meter.published(channel, cached[2])
-                return
-        routing_key = wire.publish_key(publish)
-        # CC, BCC and the alias read from the frame (no table decoding): the common case
-        read = HeaderKeys.read(header, self._bcc_alias_wire, MAX_QUERY_BYTES) \
-            if routing_key.isascii() else None
-        if read is None:
-            self._route_general(channel, exchange, publish, routing_key, header, out, cache_key)
-            return
-        key = routing_key.decode("ascii")
-        plan_key = (key, self.frame_max, read.cc, read.bcc, read.alias) if read.has_table \
-            else (key, self.frame_max)
-        # the BCC of its one publish (or the router's decision when it is not that)
-        plan = exchange.planned.get(plan_key)
-        if plan is None:
-            router = exchange.router
-            router.frame_max = self.frame_max
-            cc, bcc = read.cc or (), (*(read.bcc or ()), *(read.alias or ()))
-            plan = router.plan_bcc(key, cc, bcc, read.table_size)
-            if plan is None:
-                plan = router.decide_keys(key, cc, bcc, read.table_size)
-            exchange.keep_plan(plan_key, plan)
-        bcc = plan if type(plan) is tuple else None
-        if bcc is not None or plan.error is None:
-            if bcc is None:
-                bcc = self._one_publish(channel, key, plan, out)
-                if bcc is None:
-                    return
-            if bcc or read.drops:
-                header = read.rewrite(exchange.bcc_entry(bcc) if bcc else b"")
-                if len(header) > self.frame_max:
-                    self._bcc_too_large(channel, out)
-                    return
-        # else as published (a key too long for a query: the broker's own refusal)
-        self._send_routed(channel, exchange, publish, header, out, cache_key,
-                          1 + len(bcc) if bcc else 1)
 
-    def _route_general(self, channel: int, exchange: RTopic, publish: bytes, routing_key: bytes,
-                       header: bytes, out: list[bytes], cache_key: bytes | None) -> None:
-        """:meth:`_route` for what rtroute.core.headers leaves to the general path: the whole
-        headers table decoded (a CC or BCC that is no array of strings, a key that is not
-        ASCII, a malformed frame), its plan cached as the common case's."""
-        if not _U16(header, 11 + 8)[0]:  # no properties at all
-            headers = None
-        elif header[FLAGS_OFFSET] & (FLAG_HEADERS >> 8):
-            edited: ContentHeader | None = ContentHeader(header)
-            headers = edited.get("headers")  # type: ignore[union-attr]
-        else:
-            headers = None
-        if headers is None:
-            edited = None
-        router = exchange.router
-        router.frame_max = self.frame_max
-        router.bcc_alias = self._bcc_alias  # the proxy's (bcc_alias_header), not the default
-        try:
-            key = routing_key.decode("utf-8")
-        except UnicodeDecodeError:
-            key = None
-        # (None first: not a key of the common path, whose plans are BCC tuples)
-        plan_key = _plan_key(key, headers, self._bcc_alias, self.frame_max)
-        if plan_key is not None:
-            plan_key = (None, *plan_key)
-        decision = exchange.planned.get(plan_key) if plan_key is not None else None
-        if decision is None and key is not None:
-            decision = router.decide(key, headers)
-            if plan_key is not None:
-                exchange.keep_plan(plan_key, decision)
-        if decision is None or decision.error is not None:
-            # as published (a CC or BCC that is no array: the broker closes the channel as it
-            # would with the plugin)
-            self._send_routed(channel, exchange, publish, header, out, None, 1)
-            return
-        bcc = self._one_publish(channel, key, decision, out)  # type: ignore[arg-type]
-        if bcc is None:
-            return
-        if bcc or (headers is not None and ("BCC" in headers or self._bcc_alias in headers)):
-            if edited is None:
-                edited = ContentHeader(header)
-            edited.drop_headers((self._bcc_alias, "BCC"))
-            if bcc:  # encoded once per plan: a BCC of 100 keys costs more than the routing
-                edited.set_encoded_header("BCC", exchange.bcc_entry(bcc))
-            header = edited.frame(channel)
-            if len(header) > self.frame_max:
-                self._bcc_too_large(channel, out)
-                return
-        self._send_routed(channel, exchange, publish, header, out, cache_key,
-                          1 + len(bcc) if bcc else 1)
-
-    def _one_publish(self, channel: int, key: str, decision: Any, out: list[bytes]
-                     ) -> tuple[str, ...] | None:
-        """The ``BCC`` of the one publish ``decision`` makes of the client's, or None when it
-        makes more than one, or another (the channel is then refused: the client's confirm
-        would not be for what was sent)."""
-        publishes = decision.publishes
-        if len(publishes) > 1 or (publishes and (
-                publishes[0].bcc is None or publishes[0].routing_key != key)):
-            self._refuse(channel, f"PRECONDITION_FAILED - rtroute proxy: the message matched "
-                                  f"more binding keys than one header frame of {self.frame_max}"
-                                  " bytes can carry", out)
-            return None
-        return publishes[0].bcc if publishes else ()
-
-    def _bcc_too_large(self, channel: int, out: list[bytes]) -> None:
-        self._refuse(channel, "PRECONDITION_FAILED - rtroute proxy: the matched binding keys do "
-                              f"not fit in a header frame of {self.frame_max} bytes", out)
-
-    def _send_routed(self, channel: int, exchange: RTopic, publish: bytes, header: bytes,
-                     out: list[bytes], cache_key: bytes | None, cost: int) -> None:
-        """Sends the publish to ``NAME.bindings`` with ``header``; ``cache_key``: the client's
-        frames of a message without headers, whose rewrite is kept for its repeats; ``cost``:
-        the routing keys it carries (its key and ``BCC`` entries), metered until confirmed."""
-        frames = wire.renamed_publish(publish, exchange.bindings_short) + header
-        out.append(frames)
-        self.rewritten += 1
-        self.meter.published(channel, cost)
-        if cache_key is not None:
-            if len(exchange.rewritten) >= 4096:
-                exchange.rewritten.clear()
-            exchange.rewritten[cache_key] = (frames, len(header), cost)
-
-    def _refuse(self, channel: int, text: str, out: list[bytes], code: int = 406,
+    def refuse_channel(self, channel: int, text: str, out: list[bytes], code: int = 406,
                 kind: str = "publish", failing: int = wire.BASIC_PUBLISH) -> None:
         """Closes ``channel`` on both sides (the publish is not sent): the client sees the
         broker's kind of refusal (``code``); frames of either side on that channel are dropped
@@ -963,7 +717,7 @@ class Session:
             self._may_publish.setdefault(channel, set()).add(name)
             return
         out: list[bytes] = []
-        self._refuse(channel, refused.decode("utf-8", "replace"), out, code=403,
+        self.refuse_channel(channel, refused.decode("utf-8", "replace"), out, code=403,
                      kind="access_refused")
         self._to_broker(b"".join(out))
 
@@ -1076,10 +830,10 @@ class Session:
             if refused is not None:
                 frame = refused(frame)
             elif names is not None:  # a refused injected method names NAME, as the plugin
-                frame = _renamed_in_close(channel, frame, names)
+                frame = renamed_in_close(channel, frame, names)
             elif self.catalog is not None:  # e.g. a refused publish to an internal NAME
-                frame = _rtopic_named_in_close(channel, frame, self.catalog.by_bindings)
-                frame = _rtopic_type_in_close(channel, frame, self.catalog.exchanges)
+                frame = rtopic_named_in_close(channel, frame, self.catalog.by_bindings)
+                frame = rtopic_type_in_close(channel, frame, self.catalog.exchanges)
             out.append(frame)
             return
         if queue and queue[0].method == method:
@@ -1094,108 +848,10 @@ class Session:
         out.append(frame)
 
 
-# RabbitMQ's refusal of a permission (3.x: "access to", 4.x: "read access to"...)
-_PERMISSION_REFUSED = re.compile(rb"ACCESS_REFUSED - (?:\w+ )?access to ")
-
-
-def _plan_key(key: str | None, headers: dict | None, alias: str, frame_max: int
-              ) -> tuple | None:
-    """What the router's decision for a message depends on: its routing key, its ``CC``,
-    ``BCC`` and alias headers (string lists: anything else is decided each time) and the
-    frame size; None: not to be cached."""
-    if key is None:
-        return None
-    if headers is None:
-        return (key, frame_max)
-    parts: list[Any] = [key, frame_max]
-    for name in ("CC", "BCC", alias):
-        if name not in headers:
-            parts.append(None)
-            continue
-        value = headers[name]  # a void one (None) is refused by the broker: not cached
-        if type(value) is list and all(type(v) is str for v in value):
-            parts.append(tuple(value))
-        else:
-            return None
-    return tuple(parts)
-
-
 async def _next_turn() -> None:
     """Until the loop served what else is ready (see :data:`PUMP_TURN`)."""
     await asyncio.sleep(0)
 
 
-def _as_is(frame: bytes) -> bytes:
-    return frame
-
-
-def _renamed_in_close(channel: int, frame: bytes, names: tuple[bytes, bytes]) -> bytes:
-    """A ``channel.close`` whose text names ``'NAME.bindings'`` naming ``'NAME'``, but a
-    permission refusal (403): it names what the broker refused (the plugin's checks on ``NAME``
-    were made before, see rtroute.proxy.permissions)."""
-    if wire.U16.unpack_from(frame, 11)[0] == 403 and \
-            _PERMISSION_REFUSED.match(wire.short(frame[7:-1], 6)[0]):
-        return frame
-    return _close_text(channel, frame, lambda text: text.replace(
-        b"'" + names[1] + b"'", b"'" + names[0] + b"'"))
-
-
-def _rtopic_named_in_close(channel: int, frame: bytes, by_bindings: dict[bytes, RTopic]
-                           ) -> bytes:
-    """A ``channel.close`` whose text names an x-rtopic exchange's ``'NAME.bindings'``,
-    naming ``'NAME'`` instead (the client never sees NAME.bindings)."""
-    text = wire.short(frame[7:-1], 6)[0]
-    for quoted in text.split(b"'")[1::2]:
-        exchange = by_bindings.get(quoted)
-        if exchange is not None:
-            return _renamed_in_close(channel, frame, (exchange.wire_name, quoted))
-    return frame
-
-
-def _close_text(channel: int, frame: bytes, edit: Callable[[bytes], bytes]) -> bytes:
-    """The ``channel.close`` ``frame`` with its text edited (cut to 255 bytes)."""
-    payload = frame[7:-1]
-    text, after = wire.short(payload, 6)
-    return wire.method_frame(channel, wire.CHANNEL_CLOSE, payload[4:6] +
-                             wire.shortstr(edit(text)[:255]) + payload[after:])
-
-
-_INEQUIVALENT_TYPE = b"PRECONDITION_FAILED - inequivalent arg 'type' for exchange '"
-
-
-def _inequivalent_type(frame: bytes, exchange: bytes) -> bool:
-    """Whether the ``channel.close`` ``frame`` refuses a declaration of ``exchange`` because
-    the exchange exists with another type."""
-    text = wire.short(frame[7:-1], 6)[0]
-    return text.startswith(_INEQUIVALENT_TYPE + exchange + b"' in vhost ")
-
-
-def _rtopic_type_in_close(channel: int, frame: bytes, exchanges: dict[bytes, RTopic]) -> bytes:
-    """A ``channel.close`` refusing to redeclare an x-rtopic exchange ``NAME`` with another
-    type: the broker names the layout's fanout as the current type; with the plugin, RabbitMQ
-    names ``''x-rtopic''``, and so does the client's copy."""
-    text = wire.short(frame[7:-1], 6)[0]
-    if not text.startswith(_INEQUIVALENT_TYPE) or \
-            text[len(_INEQUIVALENT_TYPE):].split(b"'", 1)[0] not in exchanges:
-        return frame
-    return _close_text(channel, frame, lambda text: text.replace(
-        b" but current is 'fanout'", b" but current is ''x-rtopic''", 1))
-
-
-def _bindings_refused(channel: int, frame: bytes, names: tuple[bytes, bytes]) -> bytes:
-    """The broker refused to declare ``NAME.bindings``. Another type than the proxy's: the
-    broker's text as is (it names ``NAME.bindings`` and both types) and what that exchange is
-    for; any other refusal (flags, arguments, permissions) is about the client's ``NAME``."""
-    if not _inequivalent_type(frame, names[1]):
-        return _renamed_in_close(channel, frame, names)
-    return _close_text(channel, frame, lambda text: text + b" (the binding table of x-rtopic "
-                       b"exchange '" + names[0] + b"': delete it or use another name)")
-
-
-def _name_refused(channel: int, frame: bytes, name: bytes) -> bytes:
-    """The broker refused to declare ``NAME`` as fanout: it exists with another type. The
-    client is told as RabbitMQ tells it with the plugin: it declared ``x-rtopic``."""
-    if not _inequivalent_type(frame, name):
-        return frame
-    return _close_text(channel, frame, lambda text: text.replace(
-        b": received 'fanout' but current is ", b": received ''x-rtopic'' but current is ", 1))
+if TYPE_CHECKING:  # the session is the rewriters' pumps (rtroute.proxy.rewrite.Pumps)
+    _PUMPS: type[Pumps] = Session

@@ -461,7 +461,7 @@ class PublisherEngine:
                     {name: getattr(properties, name, None) for name in PROPERTY_NAMES}
                 values["headers"] = headers or None
                 header = content_header_frame(method_frames.channel, size, values)
-            if len(header) > self._frame_max:
+            if not frames.frame_fits(len(header), self._frame_max):
                 raise ValueError(f"the properties and headers take {len(header)} bytes, more "
                                  f"than the connection's frame_max ({self._frame_max})")
             head = method_frames.get(part.exchange, part.routing_key) + header

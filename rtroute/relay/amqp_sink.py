@@ -52,9 +52,7 @@ def header_too_large(out: Outgoing, frame_max: int) -> str | None:
                                                  out.properties)
     else:
         return None
-    # RabbitMQ takes a frame whose payload fits in frame_max (rabbit_reader's
-    # FRAME_SIZE_FUDGE forgives the 8 bytes of frame head and end): take what it takes
-    if not frame_max or size - 8 <= frame_max:
+    if amqp_frames.frame_fits(size, frame_max):  # RabbitMQ's rule (see frame_codec)
         return None
     return (f"its properties and headers ({size - 8} bytes as a content header) exceed "
             f"the connection's frame_max ({frame_max} bytes)")
@@ -80,6 +78,9 @@ class AmqpSink:
         self.channel = channel
         self.connection = channel.connection
         self.frame_max: int = self.connection.params.frame_max
+        # the largest content header frame_max takes (amqp_frames.frame_fits, as a bound
+        # checked inline below: 0 for none)
+        self._frame_limit = amqp_frames.frame_size_limit(self.frame_max)
         self.window = window
         self.confirms = window is not None
         # the per-message lane is the window's bound method itself
@@ -128,11 +129,11 @@ class AmqpSink:
                 return None
         except ENCODING_ERRORS as exc:
             return f"its properties cannot be encoded ({type(exc).__name__}: {exc})"
-        frame_max = self.frame_max
-        if not frame_max or size - 8 <= frame_max:
+        limit = self._frame_limit
+        if size <= limit or not limit:  # RabbitMQ's rule (frame_fits, see frame_codec)
             return None
         return (f"its properties and headers ({size - 8} bytes as a content header) exceed "
-                f"the connection's frame_max ({frame_max} bytes)")
+                f"the connection's frame_max ({self.frame_max} bytes)")
 
     def encode(self, out: Outgoing) -> tuple[bytes | list[bytes], int]:
         """``out`` (properties and body) as frames for this channel: method, header, bodies.

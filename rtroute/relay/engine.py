@@ -11,9 +11,10 @@ and copies) and the policy.
 
 Life cycle: :meth:`Relay.attach` a publish channel (in confirm mode through a
 :class:`~rtroute.amqp.confirm_window.ConfirmWindow`, or without confirms); :meth:`Relay.drain`
-to stop gracefully (nothing new goes out, what waits is parked for the broker to requeue,
-in-flight confirms still settle); :meth:`Relay.detach` when the connection goes (every item is
-forgotten: the broker redelivers what was not acked; no timer of that connection runs again).
+to stop gracefully (no timer runs; with ``park``, nothing new goes out and what waits is parked
+for the broker to requeue; in-flight confirms still settle), then :meth:`Relay.when_drained`;
+:meth:`Relay.detach` when the connection goes (every item is forgotten: the broker redelivers
+what was not acked; no timer of that connection runs again).
 """
 from __future__ import annotations
 
@@ -65,9 +66,14 @@ class Relay:
 
     Attributes:
         put: the 1:1 fast lane: ``put(entry)`` for an item that is its own publish
-            (``awaiting`` 1, ``item`` None).
-        submit: ``submit(item, outs, deferred=0)``: publish ``outs`` for ``item``
-            (``deferred`` more come with :attr:`add`); with none at all, settle it now.
+            (``awaiting`` 1, ``item`` None), tracked by its caller (the shovel tracks each
+            delivery as it comes, before its filter and its ``src-delete-after`` budget
+            decide whether it is published at all: one held or parked unpublished must hold
+            the acks above it back, too).
+        submit: ``submit(item, outs, deferred=0)``: track ``item`` with its settler
+            (callers submit in delivery order and track nothing themselves), publish
+            ``outs`` for it (``deferred`` more come with :attr:`add`); with none at all,
+            settle it now.
         add: ``add(item, out)``: a deferred publish of ``item`` is ready.
 
     (each a bound method of the part that does it: no call more per message.)
@@ -219,15 +225,18 @@ class Relay:
         window.start(on_ready=on_ready)
         self.outbox.attach(AmqpSink(channel, window))
 
-    def drain(self) -> None:
-        """Stop gracefully: nothing new goes out; what waits is parked (the broker requeues it
-        when its channel closes); no retry, hold or back-off timer runs; confirms in flight
-        still settle their items."""
+    def drain(self, park: bool = True) -> None:
+        """Stop gracefully: no retry, hold or back-off timer runs (what they held stays parked:
+        the broker requeues it when its channel closes); confirms in flight still settle their
+        items. ``park``: nothing more goes out, what waits is parked too (the shovel's stop);
+        False: what was put or submitted still goes out (the sidecar's: what it read before
+        its consumers were cancelled). Wait with :meth:`when_drained`."""
         outbox = self.outbox
-        outbox.pause(PauseReason.STOPPING)
-        park = self.upstream.park
-        for out in outbox.clear():
-            park(out.item or out)
+        if park:
+            outbox.pause(PauseReason.STOPPING)
+            park_item = self.upstream.park
+            for out in outbox.clear():
+                park_item(out.item or out)
         self.fanin.draining = True
         self.timers.cancel_all()
         self.upstream.stop()

@@ -61,8 +61,10 @@ class FanIn:
     # -- items ---------------------------------------------------------------------------------
 
     def submit(self, item: Item, outs: Sequence[Outgoing], deferred: int = 0) -> None:
-        """Publish ``outs`` for ``item`` (``deferred`` more come with :meth:`add`); with none
-        at all, settle it now."""
+        """Track ``item`` with its settler (in the order items are submitted: a consume
+        channel's delivery-tag order) and publish ``outs`` for it (``deferred`` more come with
+        :meth:`add`); with none at all, settle it now."""
+        item.settler.track(item)
         item.awaiting += len(outs) + deferred
         if item.awaiting <= 0:
             self._finish(item)

@@ -54,6 +54,10 @@ class FutureUpstream:
         """Always True: settling a future is done at once."""
         return True
 
+    def track(self, item: Item) -> None:
+        """Nothing to track: futures are settled in any order (the relay's ``submit`` calls it
+        for every item)."""
+
     def ack(self, item: Item) -> None:
         """Every publish of ``item`` was confirmed: resolve it (once)."""
         if not item.settled:

@@ -81,8 +81,12 @@ class PublishReport(Protocol):
 class ItemSettler(Protocol):
     """What settles one item upstream once its publishes have their outcomes (``item.settler``).
 
-    ``ack`` runs once per item on the per-message path; ``park``/``unpark`` bracket a retry
-    (later acks do not wait for a parked item)."""
+    ``track`` runs once per item, when it is submitted (the relay's ``submit`` calls it, in the
+    order items come: a consume channel's delivery-tag order); ``ack`` once per item on the
+    per-message path; ``park``/``unpark`` bracket a retry (later acks do not wait for a parked
+    item)."""
+
+    def track(self, item: Any) -> Any: ...
 
     def ack(self, item: Any) -> Any: ...
 

@@ -286,6 +286,8 @@ class Source(Side):
                     return
                 self.take_budget -= 1
             if beyond is None:
+                # tracked here, not by the relay: the 1:1 lane (relay.put) takes only what
+                # the filter lets through, and a held or parked delivery holds acks back too
                 self.settler.track(entry)
             else:
                 self.settler.unpark(entry)

@@ -308,8 +308,7 @@ class Pipeline:
             reason = f"rtroute could not republish this message: {type(exc).__name__}: {exc}"
             outs = [Republish(DEAD_LETTER_EXCHANGE, "", pika.BasicProperties(headers={
                 ERROR_HEADER: reason, SOURCE_HEADER: ex.spec.name}), m.body, pending, DEAD)]
-        settler.track(pending)
-        self._submit(pending, outs, pending.deferred)
+        self._submit(pending, outs, pending.deferred)  # tracked by its settler there
 
     def _republishes_of_original(self, m: IngressMessage, decision: Decision,
                                  pending: PendingMessage) -> list[Republish]:

@@ -496,6 +496,9 @@ class Sidecar:
                 ex.watcher.stop()
             ex.set_state(ExchangeState.STOPPING)
         self._pipeline.route_batch()
+        # what was read goes out; retries and holds stop (their messages are requeued when
+        # the connection closes)
+        self._pipeline.relay.drain(park=False)
 
         def drained() -> None:
             for ex in self.exchanges.values():

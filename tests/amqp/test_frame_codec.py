@@ -53,3 +53,23 @@ def test_shortstr_takes_text_or_bytes_and_refuses_more_than_255():
         assert "256 bytes" in str(exc)
     else:
         raise AssertionError("accepted 256 bytes")
+
+
+def test_a_frame_is_taken_up_to_a_payload_of_frame_max_as_rabbitmq_takes_it():
+    # RabbitMQ 3.10.8 and 4.3.6 take a payload of frame_max, close the connection at one more
+    assert frame_codec.frame_fits(4096 + 8, 4096)
+    assert not frame_codec.frame_fits(4096 + 9, 4096)
+    assert frame_codec.frame_fits(1 << 40, 0)  # no limit
+    assert frame_codec.frame_size_limit(4096) == 4104 and frame_codec.frame_size_limit(0) == 0
+    # what rtroute cuts itself stays within the spec, as RabbitMQ and pika cut bodies
+    bodies = frame_codec.body_frames(1, b"x" * 10000, 4096)
+    assert [len(b) for b in bodies] == [4096, 4096, 10000 - 2 * 4088 + 8]
+
+
+def test_body_frames_of_a_payload_of_frame_max_pass_on_as_they_are():
+    body = b"y" * 4096
+    parts = [pika.frame.Header(1, len(body), pika.spec.BasicProperties()).marshal(),
+             frame_codec.HEAD.pack(3, 1, len(body)) + body + b"\xce"]
+    moved = frame_codec.rechannel(parts, 2, 4096)
+    assert len(moved) == 2 and moved[1][1:3] == b"\x00\x02"
+    assert len(frame_codec.rechannel(parts, 2, 4095)) == 3  # cut again

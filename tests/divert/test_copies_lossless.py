@@ -161,3 +161,21 @@ def test_a_dead_letter_of_a_copy_keeps_its_headers_and_renames_a_bad_cc():
         entry("x-rtroute-invalid-CC", sized(b"S", b"not-an-array")) + PRICE
         + entry("x-rtroute-error", sized(b"S", b"why")))
     assert decode_properties(header).message_id == "m"
+
+
+def _padded(payload: int) -> Message:
+    """A message whose content header frame carries exactly ``payload`` bytes."""
+    base = len(Message(b"", "k", {"p": ""}, {}, "fwd").publish_frames(1, METHOD, 0)[0])
+    return Message(b"", "k", {"p": "x" * (payload - (base - len(METHOD) - 8))}, {}, "fwd")
+
+
+def test_a_header_frame_of_a_payload_of_frame_max_is_taken_one_byte_more_is_not():
+    message = _padded(4096)
+    data, _ = message.publish_frames(1, METHOD, 4096)
+    assert len(header_of(data)) == 4096 + 8  # RabbitMQ takes it
+    try:
+        _padded(4097).publish_frames(1, METHOD, 4096)
+    except ValueError as exc:
+        assert "frame_max (4096)" in str(exc)
+    else:
+        raise AssertionError("a header of frame_max + 1 payload bytes was taken")

@@ -216,3 +216,42 @@ def test_idle_sockets_cost_the_broker_nothing_and_are_capped_per_source(proxies)
     conn = pika.BlockingConnection(pika.URLParameters(proxy.uri))
     conn.close()
     wait_for(lambda: _broker_sockets(pid, port) == baseline, timeout=10)
+
+
+def _header_of_payload(port: int, payload: int, frame_max: int = 8192) -> tuple[int, int]:
+    """What whatever listens on ``port`` answers a publish (to the default exchange, in
+    confirm mode) whose content header frame carries exactly ``payload`` bytes: the
+    ``(class, method)`` of its first method frame (``basic.ack`` 60.80, ``connection.close``
+    10.50)."""
+    client = RawClient(port)
+    try:
+        opened = client.handshake(USER, PASSWORD, _PARSED.virtual_host, frame_max=frame_max)
+        assert opened is not None and opened[:2] == (10, 41)
+        client.send(method(1, 20, 10, b"\x00"))  # channel.open
+        assert client.method_ids()[:2] == (20, 11)
+        client.send(method(1, 85, 10, b"\x00"))  # confirm.select
+        assert client.method_ids()[:2] == (85, 11)
+        base = len(pika.frame.Header(1, 0, pika.BasicProperties(headers={"p": ""})).marshal())
+        header = pika.frame.Header(1, 0, pika.BasicProperties(
+            headers={"p": "x" * (payload - (base - 8))})).marshal()
+        assert len(header) == payload + 8
+        queue = f"rtroute-test-nowhere-{uuid.uuid4().hex[:6]}"
+        client.send(method(1, 60, 40, b"\x00\x00" + bytes((0, len(queue))) + queue.encode()
+                           + b"\x00") + header)  # basic.publish to "" (unroutable: acked)
+        answer = client.method_ids()
+        assert answer is not None
+        return answer[:2]
+    finally:
+        client.close()
+
+
+def test_a_content_header_of_frame_max_payload_bytes_is_taken_as_the_broker_takes_it(proxies):
+    # RabbitMQ forgives the frame's 8 bytes of head and end (FRAME_SIZE_FUDGE): a payload of
+    # frame_max is taken, one byte more closes the connection; the proxy refused the first
+    # 8 bytes sooner
+    proxy = proxies()
+    for payload in (8192, 8193):
+        assert _header_of_payload(proxy.port, payload) == \
+            _header_of_payload(_PARSED.port, payload)
+    assert _header_of_payload(proxy.port, 8192) == (60, 80)
+    assert _header_of_payload(proxy.port, 8193) == (10, 50)

@@ -11,7 +11,7 @@ from unittest import mock
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rtroute.proxy import session as session_module
+from rtroute.proxy import rewrite as rewrite_module
 from rtroute.proxy.catalog import RTopic
 
 from ..hypothesis_profiles import examples
@@ -68,6 +68,6 @@ class _GeneralOnly:
        st.sampled_from([4096, 160, 120]))
 def test_the_common_and_the_general_route_send_the_same(bindings, publishes, frame_max):
     common = _through(bindings, publishes, frame_max)
-    with mock.patch.object(session_module, "HeaderKeys", _GeneralOnly):
+    with mock.patch.object(rewrite_module, "HeaderKeys", _GeneralOnly):
         general = _through(bindings, publishes, frame_max)
     assert common == general

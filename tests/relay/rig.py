@@ -74,10 +74,12 @@ class Rig:
     # -- items ---------------------------------------------------------------------------------
 
     def item(self, channel: StubChannel | None = None, settler: Any = None) -> Item:
-        """A new delivery on the consume channel (or ``channel``, settled by ``settler``)."""
+        """A new delivery on the consume channel (or ``channel``, settled by ``settler``),
+        tracked once it is submitted (the relay's ``submit`` does it)."""
         if settler is None:  # not "or": a settler with nothing tracked is falsy (len 0)
             settler = self.settler
-        return self.broker.deliver(lambda tag: Item(tag, settler), settler, channel)
+        return self.broker.deliver(lambda tag: Item(tag, settler), settler, channel,
+                                   track=False)
 
     def out(self, item: Item, name: str = "0", *, key: str = "k", headers: dict | None = None,
             checked: bool = True, size: int = 0, channel: StubChannel | None = None

@@ -34,6 +34,22 @@ def test_items_settled_in_one_turn_go_out_as_one_multiple_ack():
     assert rig.settled() == [("ack", entries[-1].tag, True)]
 
 
+def test_submit_tracks_its_item_so_a_later_items_ack_does_not_cover_it():
+    # the caller tracks nothing (rig.item does not): the relay's submit does, in order
+    rig = Rig()
+    first, second = rig.item(), rig.item()
+    rig.relay.submit(first, [rig.out(first)])
+    rig.relay.submit(second, [rig.out(second)])
+    assert first in rig.settler and second in rig.settler
+    rig.turn()
+    rig.broker.ack(2)
+    rig.turn()
+    assert rig.settled() == []          # a multiple ack of 2 would settle 1 unconfirmed
+    rig.broker.ack(1)
+    rig.turn()
+    assert rig.settled() == [("ack", 2, True)]
+
+
 def test_an_item_with_no_publishes_settles_at_once_without_passing_earlier_ones():
     rig = Rig()
     first, empty = rig.item(), rig.item()

@@ -110,3 +110,21 @@ def test_a_drain_parks_what_waits_and_lets_in_flight_confirms_settle():
     assert rig.seqs() == [1, 2]                        # nothing new went out
     assert rig.settled() == [("ack", entries[1].tag, True)]
     assert rig.relay.drained
+
+
+def test_a_drain_without_parking_sends_what_waits_but_no_retry():
+    rig = Rig(RetryWithBackoff(retries=3, delay=0.5), window=2)
+    entries = [rig.single() for _ in range(3)]        # the third waits for room
+    rig.turn()
+    rig.broker.nack(1)                                # a retry is armed for 0.5 s
+    rig.turn()
+    rig.relay.drain(park=False)
+    assert not rig.relay.drained
+    rig.turn()
+    assert rig.seqs() == [1, 2, 3]                    # what waited went out
+    rig.broker.ack(3, multiple=True)
+    rig.ioloop.advance(5.0)
+    assert rig.seqs() == [1, 2, 3] and entries[0].parked   # the retry never went out
+    assert rig.relay.drained                          # the parked one: the broker's to requeue
+    # 1 is parked below them: 2 and 3 are acked one by one, no multiple ack covers 1
+    assert rig.settled() == [("ack", 2, False), ("ack", 3, False)]

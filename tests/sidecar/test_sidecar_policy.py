@@ -46,7 +46,7 @@ class SidecarRig(Rig):
     def message(self, ex: Exchange, received_at: float = 0.0) -> PendingMessage:
         settler = self.settler
         pending = self.broker.deliver(lambda tag: PendingMessage(ex, tag, received_at, settler),
-                                      settler)
+                                      settler, track=False)  # submit tracks it
         return pending
 
     def republish(self, pending: PendingMessage, role: str = ORIGINAL, name: str = "0", *,
