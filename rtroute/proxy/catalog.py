@@ -60,8 +60,6 @@ LINGER = 5.0
 RECHECK_DELAY = 5.0
 # seconds between fallback re-listings of an exchange's bindings (the events keep them current)
 EXCHANGE_RELIST = 300.0
-# binding changes handed from the pika thread to the loop in one callback, at most
-APPLY_BATCH = 1024
 def _name_os_thread(name: str) -> None:
     """Gives the calling thread ``name`` in the OS too (``top -H``, ``/proc/PID/task``; Linux
     keeps 15 bytes), so an operator sees what the proxy's threads are."""
@@ -98,8 +96,6 @@ class VhostCatalog:
         self.vhost = vhost
         self._loop = loop
         self._queue = LoopQueue(loop)  # what the pika thread hands the loop, in order
-        # bindings heard in the pika thread, handed to the loop in batches (_apply_soon)
-        self._pending: list[tuple[str, Binding, bool]] = []
         self._management = management
         self._masked_uri = mask_uri(uri)
         self._on_wrong_broker = on_wrong_broker
@@ -387,11 +383,12 @@ class VhostCatalog:
                 len(destination) == 2:
             exchange.bind((str(destination[0]), str(destination[1])), key, True)
 
-    def _apply(self, name: str, binding: Binding, added: bool) -> None:
-        exchange = self.exchanges.get(name.encode("utf-8"))
-        if exchange is not None:
-            exchange.bind((binding.destination_type, binding.destination),
-                          binding.binding_key, added)
+    def _apply_batch(self, batch: list[tuple[str, Binding, bool]]) -> None:  # put_each
+        for name, binding, added in batch:
+            exchange = self.exchanges.get(name.encode("utf-8"))
+            if exchange is not None:
+                exchange.bind((binding.destination_type, binding.destination),
+                              binding.binding_key, added)
 
     def _registry_current(self, current: bool) -> None:
         self.gap = None if current else \
@@ -438,30 +435,7 @@ class VhostCatalog:
     # -- pika thread ------------------------------------------------------------------------------
 
     def _to_loop(self, callback: Callable[..., Any], *args: Any) -> None:
-        if self._pending:
-            self._flush()  # the bindings heard before it go first
         self._queue.put(callback, *args)  # in order, in turns (a listing's 300,000 bindings)
-
-    def _apply_soon(self, name: str, binding: Binding, added: bool) -> None:
-        """A binding change of ``name`` for the loop: batched (one loop callback per
-        :data:`APPLY_BATCH`, not per binding: a listing of 1,000,000 bindings took the proxy
-        twice as long to apply as the sidecar), the batch handed over when full, before
-        anything else goes to the loop, or once the pika thread's current work is done."""
-        pending = self._pending
-        pending.append((name, binding, added))
-        if len(pending) >= APPLY_BATCH:
-            self._flush()
-        elif len(pending) == 1:
-            self._connection.add_callback_threadsafe(self._flush)
-
-    def _flush(self) -> None:
-        if self._pending:
-            batch, self._pending = self._pending, []
-            self._queue.put(self._apply_batch, batch)
-
-    def _apply_batch(self, batch: list[tuple[str, Binding, bool]]) -> None:
-        for name, binding, added in batch:
-            self._apply(name, binding, added)
 
     def _registered(self, binding: Binding, added: bool) -> None:
         name = binding.binding_key
@@ -498,8 +472,8 @@ class VhostCatalog:
             return
         watcher = self._watchers[name] = BindingWatcher(
             name + BINDINGS_SUFFIX, self._management, vhost=self.vhost,
-            on_add=lambda b: self._apply_soon(name, b, True),
-            on_remove=lambda b: self._apply_soon(name, b, False),
+            on_add=lambda b: self._queue.put_each(self._apply_batch, (name, b, True)),
+            on_remove=lambda b: self._queue.put_each(self._apply_batch, (name, b, False)),
             on_ready=lambda: self._to_loop(self._set_ready, name),
             relist_interval=EXCHANGE_RELIST,
             feed=self._feed, on_current=lambda current: self._to_loop(

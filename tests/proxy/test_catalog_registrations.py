@@ -60,35 +60,3 @@ def test_a_stopped_catalog_checks_no_more(monkeypatch):
 
     assert asyncio.run(scenario()) <= 1  # at most the check already in flight
 
-
-def test_bindings_heard_in_the_pika_thread_reach_the_loop_in_batches_and_in_order(monkeypatch):
-    """A listing's bindings go to the loop in batches of APPLY_BATCH (one loop callback each,
-    not one per binding); a batch is handed over when full, before anything else the pika
-    thread hands the loop (the exchange is ready only after its bindings), or once the pika
-    thread's current work is done (a single event)."""
-    from rtroute.amqp.binding_watcher import Binding
-
-    monkeypatch.setattr(catalog_module, "APPLY_BATCH", 3)
-
-    async def scenario() -> list:
-        catalog = VhostCatalog("amqp://guest:guest@127.0.0.1:1/%2F", _Api(failures=0), "/",
-                               asyncio.get_running_loop())
-        puts: list = []
-        scheduled: list = []
-        catalog._queue.put = lambda callback, *args: puts.append((callback.__name__, args))
-        catalog._connection.add_callback_threadsafe = scheduled.append
-        for i in range(4):
-            catalog._apply_soon("orders", Binding(f"q{i}", "queue", f"k{i}"), True)
-        catalog._to_loop(catalog._set_ready, "orders")
-        catalog._apply_soon("orders", Binding("q9", "queue", "k9"), False)
-        asked = len(scheduled)
-        for flush in scheduled:
-            flush()
-        catalog.stop(wait=False)
-        return [(name, [b.destination for _n, b, _a in args[0]] if name == "_apply_batch"
-                 else args) for name, args in puts], asked
-
-    puts, scheduled = asyncio.run(scenario())
-    assert puts == [("_apply_batch", ["q0", "q1", "q2"]), ("_apply_batch", ["q3"]),
-                    ("_set_ready", ("orders",)), ("_apply_batch", ["q9"])]
-    assert scheduled == 3  # a flush asked for by the first binding of each batch

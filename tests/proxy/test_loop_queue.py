@@ -66,3 +66,32 @@ def test_nothing_is_run_once_the_loop_is_closed():
     queue = LoopQueue(loop)
     loop.close()
     queue.put(lambda: None)  # no error: the proxy is stopping
+
+
+def test_items_put_one_by_one_reach_the_loop_in_batches_and_in_order(monkeypatch):
+    """A listing's bindings (put_each) go to the loop as batches of at most BATCH items, one
+    loop callback each, in order with what is put between them (an exchange is ready only
+    after its bindings); a batch already run is never added to."""
+    monkeypatch.setattr(loop_queue, "BATCH", 3)
+    calls: list = []
+
+    class Catalog:
+        def apply(self, items: list) -> None:
+            calls.append(("apply", list(items)))
+
+    async def main() -> None:
+        catalog = Catalog()
+        queue = LoopQueue(asyncio.get_running_loop())
+        done = asyncio.Event()
+        for i in range(4):  # a fresh bound method each time, as the watchers' lambdas give
+            queue.put_each(catalog.apply, i)
+        queue.put(calls.append, "ready")
+        queue.put_each(catalog.apply, 4)
+        await asyncio.sleep(0.05)  # run: the next item starts a batch of its own
+        queue.put_each(catalog.apply, 5)
+        queue.put(done.set)
+        await asyncio.wait_for(done.wait(), 5)
+
+    asyncio.run(main())
+    assert calls == [("apply", [0, 1, 2]), ("apply", [3]), "ready", ("apply", [4]),
+                     ("apply", [5])]
