@@ -7,7 +7,7 @@ import click
 
 from rtroute.config.constants import DEFAULT_URI
 from rtroute.ops.logsetup import log_options
-from rtroute.proxy.confirm_meter import DEFAULT_BUDGET, SOLO_FACTOR
+from rtroute.proxy.confirm_meter import DEFAULT_BUDGET
 from rtroute.proxy.server import ProxySettings
 
 
@@ -30,12 +30,11 @@ from rtroute.proxy.server import ProxySettings
               help="SO_REUSEPORT: several proxy processes share the listen ports.")
 @click.option("--client-in-flight", "client_in_flight", default=None, type=click.IntRange(1),
               metavar="KEYS",
-              help="A client's share: routing keys (a publish's key and its BCC entries) its "
-                   "unconfirmed publishes to x-rtopic exchanges may hold at the broker, split "
-                   f"between the clients active at the time ({SOLO_FACTOR} times as many for a "
-                   "client alone); the proxy reads no more of that client meanwhile, so one client "
-                   "cannot queue seconds of broker work ahead of the others "
-                   f"([proxy] client_in_flight). [default: {DEFAULT_BUDGET}]")
+              help="Routing keys (a publish's key and its BCC entries) one client's "
+                   "unconfirmed publishes to x-rtopic exchanges may hold at the broker; the "
+                   "proxy reads no more of that client meanwhile, so one client cannot queue "
+                   "seconds of broker work ahead of the others ([proxy] client_in_flight). "
+                   f"[default: {DEFAULT_BUDGET}]")
 @click.option("-c", "--config", "config_path", default=None,
               type=click.Path(exists=True, dir_okay=False),
               help="rtroute.toml: its [proxy] table (options given here win).")

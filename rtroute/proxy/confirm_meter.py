@@ -6,10 +6,8 @@ confirms, as fast as it can, would otherwise queue seconds of that work in the b
 channel and queue processes, ahead of every other client's messages to the same queues (what
 ``rtroute bench proxy-isolation`` measures). So the proxy keeps, per client connection, the
 cost of its publishes to x-rtopic exchanges that the broker has not confirmed yet, and stops
-reading the client while that is at its budget: the client's TCP buffers fill, as when
-RabbitMQ's own credit flow blocks a publisher. The budget is the client's share
-(``--client-in-flight``) split between the clients active at the time, or a multiple of it for
-a client alone (:meth:`ConfirmMeter.share_with`).
+reading the client while that is at its budget (``--client-in-flight``): the client's TCP
+buffers fill, as when RabbitMQ's own credit flow blocks a publisher.
 
 To see the broker's confirms on a channel whose client did not ask for them, the proxy puts
 the channel in confirm mode itself (``confirm.select`` with no-wait, before the channel's
@@ -24,18 +22,13 @@ Pure bookkeeping: no I/O (the session writes the frames).
 """
 from __future__ import annotations
 
-__all__ = ["DEFAULT_BUDGET", "SOLO_FACTOR", "TX_REFUSED", "ConfirmMeter"]
+__all__ = ["DEFAULT_BUDGET", "TX_REFUSED", "ConfirmMeter"]
 
 # routing keys (the key and each BCC entry) a client's unconfirmed publishes to x-rtopic
 # exchanges may hold at the broker. Measured with rtroute bench proxy-isolation (docs/proxy.md):
 # a client publishing `#` over 100 queues keeps 2 messages in flight, the broker is as busy as
 # without a bound, and the other clients' confirms wait behind 2 messages instead of seconds.
 DEFAULT_BUDGET = 256
-# a client alone (no other client active) may have this many times its budget in flight: the
-# whole broker is its share then, and a bound of a few publishes would cap its own rate (a
-# publisher with a window of 2,000 confirms, 11 keys each, would wait on 23 at a time); when
-# others are active, the budget is split between them (ConfirmMeter.share_with)
-SOLO_FACTOR = 16
 
 TX_REFUSED = ("PRECONDITION_FAILED - rtroute proxy: cannot switch this channel to transaction "
               "mode: it published to an x-rtopic exchange without confirms, and the proxy put it "
@@ -60,38 +53,29 @@ class ConfirmMeter:
     """The confirm-mode channels of one client connection and its cost in flight.
 
     Args:
-        budget: the client's share: the cost in flight beyond which :attr:`full` turns true
-            while other clients are active, split between them (:meth:`share_with`); one
-            publish is always let through when nothing is in flight, whatever its cost.
+        budget: the cost in flight at which :attr:`full` turns true (one publish is always let
+            through when nothing is in flight, whatever its cost).
     """
 
-    __slots__ = ("_tx", "budget", "channels", "in_flight", "last_cost", "share")
+    __slots__ = ("_tx", "budget", "channels", "in_flight")
 
     def __init__(self, budget: int = DEFAULT_BUDGET) -> None:
         if budget < 1:
             raise ValueError(f"the in-flight budget must be at least 1 (got {budget})")
-        self.share = budget  # as configured
-        self.budget = budget  # what applies now (share_with)
+        self.budget = budget
         self.in_flight = 0
-        self.last_cost = 1  # of the last metered publish: the next one is taken to cost as much
         self.channels: dict[int, _Channel] = {}  # channel -> its confirms (counted channels)
         self._tx: set[int] = set()
 
     @property
     def full(self) -> bool:
-        """One more publish like the last would pass the budget (and something is in flight):
-        read nothing more until confirms come."""
-        return bool(self.in_flight) and self.in_flight + self.last_cost > self.budget
-
-    def share_with(self, others: int) -> None:
-        """``others`` other clients are active: the budget is the share split between all
-        (at least 1); none: :data:`SOLO_FACTOR` times the share."""
-        self.budget = max(1, self.share // (others + 1)) if others else self.share * SOLO_FACTOR
+        """The client is at its budget: read nothing more until confirms come."""
+        return self.in_flight >= self.budget
 
     def room(self, cost: int) -> int:
-        """How many publishes of ``cost`` each fit in the budget now (0 when :attr:`full`, else
-        at least 1)."""
-        if self.full:
+        """How many publishes of ``cost`` each fit in the budget now (at least 1 when nothing
+        is in flight, 0 when :attr:`full`)."""
+        if self.in_flight >= self.budget:
             return 0
         return max(1, (self.budget - self.in_flight) // max(1, cost))
 
@@ -130,7 +114,6 @@ class ConfirmMeter:
         if state is None:
             return
         if cost:
-            self.last_cost = cost
             pending = state.pending
             for seq in range(state.seq + 1, state.seq + count + 1):
                 pending[seq] = cost

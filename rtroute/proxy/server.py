@@ -47,9 +47,6 @@ HIGH_WATER = 4 * 1024 * 1024
 # connections of one source address short of the broker's open-ok (a flood of idle sockets
 # would otherwise hold as many broker connections)
 MAX_UNAUTHENTICATED_PER_SOURCE = 64
-# seconds a count of the active sessions is used (others_active): a client's budget is split
-# between the active clients, asked at most every SHARE_REFRESH per client
-ACTIVE_RECOUNT = 0.02
 HANDSHAKE_TIMEOUT = 10.0  # seconds from accept to open-ok, as RabbitMQ's handshake_timeout
 CONNECT_TIMEOUT = 10.0  # seconds for the broker's TCP (and TLS) handshake, unless the URI says
 
@@ -278,19 +275,14 @@ class ProxyServer:
         self._unauthenticated: dict[str, int] = {}  # source address -> connections
         self._over_cap: set[str] = set()  # sources told about in the log
         self._servers: list[asyncio.AbstractServer] = []
-        self._active = 0  # sessions active at _active_at (others_active)
-        self._active_at = float("-inf")
 
     def others_active(self, session: Session) -> int:
         """How many sessions besides ``session`` sent the proxy something in the last
         :data:`~rtroute.proxy.session.ACTIVE_WINDOW` seconds (a client at its in-flight budget
         gives them their share of the broker: see ``Session._meter_room``)."""
-        now = time.monotonic()
-        since = now - ACTIVE_WINDOW
-        if now - self._active_at > ACTIVE_RECOUNT:  # a count over every session, not per call
-            self._active_at = now
-            self._active = sum(1 for other in self.sessions if other.last_active > since)
-        return max(0, self._active - (session.last_active > since))
+        since = time.monotonic() - ACTIVE_WINDOW
+        return sum(1 for other in self.sessions if other.last_active > since) - \
+            (session.last_active > since)
 
     def admit(self, source: str) -> bool:
         """Whether one more connection from ``source`` may wait for its login (see

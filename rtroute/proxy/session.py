@@ -126,9 +126,6 @@ LOAD_TIMEOUT = 60.0
 # other active client (its share of the broker), at most SHARE_PAUSE_MAX seconds
 ACTIVE_WINDOW = 0.2
 SHARE_PAUSE_MAX = 1.0
-# seconds between two looks at how many other clients are active (a client's budget is split
-# between the active clients: ConfirmMeter.share_with)
-SHARE_REFRESH = 0.05
 # bytes of a client's stream read ahead of what its pump took, at most: beyond, the client is
 # not read until the pump catches up (a client held by its budget keeps sending; reading on
 # would buffer without bound, and cutting a large buffer costs each turn)
@@ -202,7 +199,6 @@ class Session:
         self._room: asyncio.Future[None] | None = None
         self._others_active = others_active
         self.last_active = 0.0  # time.monotonic() of the client's last bytes
-        self._shared_at = 0.0  # time.monotonic() of the budget's last split (_share)
 
     # -- transports ------------------------------------------------------------------------------
 
@@ -316,9 +312,7 @@ class Session:
                 return
 
     def client_data(self, data: bytes) -> None:
-        self.last_active = now = monotonic()
-        if now > self._shared_at + SHARE_REFRESH and self.meter.channels:
-            self._share()
+        self.last_active = monotonic()
         self._from_client += data
         if self._refusal is not None:
             self._pump_refusal()
@@ -681,24 +675,15 @@ class Session:
         took for each of them (at most :data:`SHARE_PAUSE_MAX`): the broker's time for this
         client's work is what it waited, and the others get theirs. A client under its budget
         never waits."""
-        waited = 0.0
-        if self.meter.full:
-            loop = asyncio.get_running_loop()
-            started = loop.time()
-            self._room = room = loop.create_future()
-            await room
-            waited = loop.time() - started
-        others = self._share()
-        if others and waited:
-            await asyncio.sleep(min(SHARE_PAUSE_MAX, waited * others))
-
-    def _share(self) -> int:
-        """The client's budget split with the other active clients (all of it times
-        :data:`~rtroute.proxy.confirm_meter.SOLO_FACTOR` when none is); returns how many."""
-        self._shared_at = monotonic()
+        if not self.meter.full:
+            return
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        self._room = room = loop.create_future()
+        await room
         others = self._others_active(self) if self._others_active is not None else 0
-        self.meter.share_with(others)
-        return others
+        if others:
+            await asyncio.sleep(min(SHARE_PAUSE_MAX, (loop.time() - started) * others))
 
     def _made_room(self) -> None:
         room = self._room

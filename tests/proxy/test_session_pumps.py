@@ -16,7 +16,7 @@ from rtroute.core import frames
 from rtroute.proxy import session as session_module
 from rtroute.proxy import wire
 from rtroute.proxy.catalog import RTopic
-from rtroute.proxy.confirm_meter import SOLO_FACTOR, ConfirmMeter
+from rtroute.proxy.confirm_meter import ConfirmMeter
 from rtroute.proxy.session import Session
 
 ACK = 60 << 16 | 80
@@ -248,7 +248,6 @@ def test_a_client_held_by_its_budget_is_not_read_on_when_the_broker_takes_writes
     try:
         session, client, _broker = new_session()
         session.meter = ConfirmMeter(budget=1)
-        session._others_active = lambda _session: 1  # its share: one publish at a time
         one = message(1, b"logs", b"a.*", b"x" * 100)
         session.client_data(one * 3)
         assert session._held and not client.reading  # one publish in flight: at its budget
@@ -264,49 +263,6 @@ def test_a_client_held_by_its_budget_is_not_read_on_when_the_broker_takes_writes
         assert b"\x00\x3c\x00\x50" not in client.data  # not the client's confirm: swallowed
         session.close()
         for _ in range(3):  # the hold's wait ends (cancelled)
-            loop.run_until_complete(asyncio.sleep(0))
-    finally:
-        loop.close()
-
-
-def test_a_client_alone_has_the_broker_and_shares_it_once_another_is_active():
-    """Alone, a client may have SOLO_FACTOR times its budget in flight (a bound of a few
-    publishes would cap its own rate); once another client is active, its budget is split
-    with it, and it is held at its share until confirms come."""
-    loop = asyncio.new_event_loop()
-    asyncio.set_event_loop(loop)
-    try:
-        active = [0]
-        session, _client, _broker = new_session()
-        session.meter = ConfirmMeter(budget=8)
-        session._others_active = lambda _session: active[0]
-        one = message(1, b"logs", b"a.*", b"x" * 10)  # 3 routing keys: a.* and 2 in BCC
-        session.client_data(one)
-        for _ in range(3):
-            loop.run_until_complete(asyncio.sleep(0))
-        session._shared_at = 0.0  # the next read looks again
-        session.client_data(one * 30)
-        for _ in range(3):
-            loop.run_until_complete(asyncio.sleep(0))
-        assert session.rewritten == 31 and not session._held  # 93 keys, under 8 x 16
-        assert session.meter.budget == 8 * SOLO_FACTOR
-        active[0] = 1
-        session._shared_at = 0.0
-        session.client_data(one * 5)
-        assert session._held and session.rewritten == 31  # 93 in flight, its share is 4
-        assert session.meter.budget == 4
-        tag = 0
-        while session.meter.in_flight > 1:  # the broker confirms, one at a time
-            tag += 1
-            session.broker_data(method_frame(1, ACK, struct.pack(">QB", tag, 0)))
-        for _ in range(50):
-            loop.run_until_complete(asyncio.sleep(0.001))
-            if session.rewritten > 31:
-                break
-        assert session.rewritten == 32  # one at a time at its share (3 + 3 > 4)
-        assert session._held
-        session.close()
-        for _ in range(3):
             loop.run_until_complete(asyncio.sleep(0))
     finally:
         loop.close()
