@@ -23,6 +23,11 @@ TURN = 0.01  # seconds of queued callbacks the loop runs before it serves anythi
 BATCH = 1024  # items put one by one (put_each) that one callback takes, at most
 
 
+class _Items(list):
+    """The items of one :meth:`LoopQueue.put_each` batch (a list a plain ``put`` never
+    queues: only such a batch is added to)."""
+
+
 class LoopQueue:
     """Callbacks for ``loop``, put from any thread (:meth:`put`), run in the loop in order."""
 
@@ -38,30 +43,35 @@ class LoopQueue:
         the loop is closed: the proxy is stopping)."""
         with self._lock:
             self._queued.append((callback, args))
-            if self._scheduled:
-                return
-            self._scheduled = True
-        try:
-            self._loop.call_soon_threadsafe(self._drain)
-        except RuntimeError:
-            pass  # the loop is closed
+            wake = self._claim_drain()
+        if wake:
+            self._wake()
 
     def put_each(self, callback: Callable[[list[Any]], Any], item: Any) -> None:
         """Runs ``callback(items)`` in the loop, in order with :meth:`put`: ``item`` joins the
-        items of the callback queued last when it is the same callback, not run yet and holds
-        fewer than :data:`BATCH` (one loop callback per batch: a listing's 1,000,000 bindings
-        applied one callback each took the proxy twice as long as the sidecar)."""
+        items of the callback queued last when it is the same callback put so, not run yet and
+        holds fewer than :data:`BATCH` (one loop callback per batch: a listing's 1,000,000
+        bindings applied one callback each took the proxy twice as long as the sidecar)."""
         with self._lock:
             queued = self._queued
             if queued:
                 last, args = queued[-1]
-                if last == callback and len(args[0]) < BATCH:
+                if last == callback and type(args[0]) is _Items and len(args[0]) < BATCH:
                     args[0].append(item)
                     return
-            queued.append((callback, ([item],)))
-            if self._scheduled:
-                return
-            self._scheduled = True
+            queued.append((callback, (_Items((item,)),)))
+            wake = self._claim_drain()
+        if wake:
+            self._wake()
+
+    def _claim_drain(self) -> bool:
+        """(Lock held.) Whether the caller is to schedule the drain: none is scheduled yet."""
+        if self._scheduled:
+            return False
+        self._scheduled = True
+        return True
+
+    def _wake(self) -> None:
         try:
             self._loop.call_soon_threadsafe(self._drain)
         except RuntimeError:

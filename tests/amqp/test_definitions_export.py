@@ -232,8 +232,8 @@ def test_a_user_who_may_not_export_gets_the_listing(broker_uri, mgmt, names):
             client = ManagementClient([base])
             assert [(b.destination, b.routing_key) for b in
                     client.iter_exchange_bindings(source)] == [(queue, "k")]
-            assert not client.exports.usable or client.exports.bindings(
-                "/", source, ListingProgress("x")) is None
+            # refused at the first try on 4.3 (401), never tried on older brokers
+            assert not client.exports.usable
         finally:
             conn.close()
     finally:

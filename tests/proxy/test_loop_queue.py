@@ -95,3 +95,21 @@ def test_items_put_one_by_one_reach_the_loop_in_batches_and_in_order(monkeypatch
     asyncio.run(main())
     assert calls == [("apply", [0, 1, 2]), ("apply", [3]), "ready", ("apply", [4]),
                      ("apply", [5])]
+
+
+def test_an_item_never_joins_the_arguments_of_a_plain_put():
+    """put(callback, a_list) then put_each(callback, item): the item starts a batch of its
+    own; the list given to put is the caller's and is left as it is."""
+    calls: list = []
+    given = ["x"]
+
+    async def main() -> None:
+        queue = LoopQueue(asyncio.get_running_loop())
+        done = asyncio.Event()
+        queue.put(calls.append, given)
+        queue.put_each(calls.append, "y")
+        queue.put(done.set)
+        await asyncio.wait_for(done.wait(), 5)
+
+    asyncio.run(main())
+    assert given == ["x"] and calls == [["x"], ["y"]]
