@@ -370,18 +370,23 @@ def _chosen(one_key: list, varied: list, names: tuple[str, ...]) -> list:
               help="Queues the bindings are spread over (each '#' message reaches all).")
 @click.option("--client-in-flight", "in_flight", default=None, type=click.IntRange(1),
               metavar="KEYS", help="The proxy's --client-in-flight (its default if not given).")
+@click.option("--rounds", default=1, show_default=True, type=click.IntRange(1, 50),
+              help="Pairs of rates (alone, then beside the '#' client) measured back to back; "
+                   "the median of their ratios is reported.")
 @json_option
 def bench_proxy_isolation(uri: str, management_uri: str | None, seconds: float, bindings: int,
-                          queues: int, in_flight: int | None, json_path: str | None) -> None:
+                          queues: int, in_flight: int | None, rounds: int,
+                          json_path: str | None) -> None:
     """Can one client take `rtroute proxy` from the others? A confirm rate alone and beside a
     client publishing '#' over 20,000 bindings as fast as it can; a new client's connect time,
     /readyz's answer time and SIGTERM's stop time under that load."""
     from rtroute.bench.proxy_isolation import json_rows, run
 
     figures = run(uri, management_uri, seconds, echo=click.echo, bindings=bindings,
-                  queues=queues, in_flight=in_flight)
+                  queues=queues, in_flight=in_flight, rounds=rounds)
     _save(json_path, "proxy-isolation", {"seconds": seconds, "bindings": bindings,
-                                         "queues": queues, "client_in_flight": in_flight},
+                                         "queues": queues, "client_in_flight": in_flight,
+                                         "rounds": rounds},
           json_rows(figures), uri=uri)
 
 

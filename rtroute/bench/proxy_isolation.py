@@ -8,7 +8,9 @@ client is a process of its own, as a real one is (a thread of this process would
 interpreter lock from the measured client, whatever the proxy does). Reported: both confirm
 rates and their ratio, the time a new client takes to connect and open a channel, and
 ``/readyz``'s answer time, both while the hostile client runs, and how long the proxy takes to
-stop after SIGTERM under that load.
+stop after SIGTERM under that load. With ``--rounds N`` the alone/beside pair is measured N
+times back to back and the median of the pairs' ratios is reported: on a shared machine, a
+burst of other work spoils one pair instead of the figure.
 
 The baseline, same run: the same two clients straight to the broker, the hostile one
 publishing to ``NAME.bindings`` what the proxy sends for ``#`` (``BCC`` = one binding key per
@@ -21,6 +23,7 @@ import multiprocessing
 import os
 import signal
 import socket
+import statistics
 import struct
 import subprocess
 import sys
@@ -200,9 +203,30 @@ def _confirm_rate(uri: str, name: str, seconds: float) -> float:
         conn.close()
 
 
+def _pairs(uri: str, name: str, hog_args: tuple, seconds: float, rounds: int,
+           echo: Callable[[str], Any], settle_alone: float | None = None
+           ) -> tuple[list[float], list[float]]:
+    """``rounds`` pairs of confirm rates measured back to back, alone then beside the hostile
+    client (``hog_args``): the rates of a pair are measured within seconds of each other, so a
+    burst of other work on a shared machine spoils one pair, not the whole figure (the median
+    of the pairs' ratios is reported). Before each pair the broker settles from the last."""
+    alone, beside = [], []
+    for round_ in range(rounds):
+        if round_ or settle_alone is not None:
+            _settle(uri, name, settle_alone if not round_ else alone[-1], echo)
+        alone.append(_confirm_rate(uri, name, seconds))
+        with _hog_running(*hog_args):
+            beside.append(_confirm_rate(uri, name, seconds))
+        if rounds > 1:
+            echo(f"  round {round_ + 1}: alone {alone[-1]:,.0f}, beside {beside[-1]:,.0f} "
+                 f"({beside[-1] / alone[-1]:.2f})")
+    return alone, beside
+
+
 def run(uri: str, management_uri: str | None, seconds: float = 3.0,
         echo: Callable[[str], Any] = print, bindings: int = BINDINGS,
-        queues: int = QUEUES, in_flight: int | None = None) -> dict[str, float]:
+        queues: int = QUEUES, in_flight: int | None = None, rounds: int = 1
+        ) -> dict[str, Any]:
     name = f"rtroute-bench-isolation-{uuid.uuid4().hex[:6]}"
     direct = pika.BlockingConnection(pika.URLParameters(uri))
     ch = direct.channel()
@@ -219,22 +243,26 @@ def run(uri: str, management_uri: str | None, seconds: float = 3.0,
         for i in range(bindings):
             ch.queue_bind(names[i % queues], f"{name}.bindings", _key(i))
         echo(f"{bindings} bindings over {queues} queues on {name}")
-        solo = _confirm_rate(through, name, seconds)
+        alone, beside = _pairs(through, name, (through, name, "#", None), seconds, rounds,
+                               echo)
+        solo, loaded = statistics.median(alone), statistics.median(beside)
+        ratio = statistics.median(b / a for a, b in zip(alone, beside))
         echo(f"through the proxy, alone: {solo:,.0f} confirms/s")
-        with _hog_running(through, name, "#", None):
-            loaded = _confirm_rate(through, name, seconds)
         echo(f"through the proxy, beside a client publishing '#' as fast as it can: "
-             f"{loaded:,.0f} confirms/s ({loaded / solo:.2f} of alone)")
+             f"{loaded:,.0f} confirms/s ({ratio:.2f} of alone"
+             + (f", median of {rounds} rounds)" if rounds > 1 else ")"))
         # the broker alone, same traffic: the hostile client sends what the proxy sends (once
         # the broker is through the backlog the last one left)
-        _settle(through, name, solo, echo)
         one_per_queue = [_key(i) for i in range(min(queues, bindings))]
-        direct_alone = _confirm_rate(uri, f"{name}.bindings", seconds)
-        with _hog_running(uri, f"{name}.bindings", "#", one_per_queue):
-            direct_loaded = _confirm_rate(uri, f"{name}.bindings", seconds)
+        _settle(through, name, alone[-1], echo)
+        d_alone, d_beside = _pairs(uri, f"{name}.bindings",
+                                   (uri, f"{name}.bindings", "#", one_per_queue), seconds,
+                                   rounds, echo)
+        direct_alone, direct_loaded = statistics.median(d_alone), statistics.median(d_beside)
+        direct_ratio = statistics.median(b / a for a, b in zip(d_alone, d_beside))
         echo(f"straight to the broker: alone {direct_alone:,.0f} confirms/s, beside the same "
-             f"'#' traffic {direct_loaded:,.0f} ({direct_loaded / direct_alone:.2f} of alone)")
-        _settle(uri, f"{name}.bindings", direct_alone, echo)
+             f"'#' traffic {direct_loaded:,.0f} ({direct_ratio:.2f} of alone)")
+        _settle(uri, f"{name}.bindings", d_alone[-1], echo)
         with _hog_running(through, name, "#", None):
             connect = _timed(lambda: connect_blocking(through).close())
             readyz = _timed(lambda: _readyz(http))
@@ -243,9 +271,11 @@ def run(uri: str, management_uri: str | None, seconds: float = 3.0,
             proc.send_signal(signal.SIGTERM)
             sigterm = _timed(lambda: proc.wait(60))
             echo(f"SIGTERM under that load: stopped in {sigterm:.2f} s")
-        return {"alone": solo, "loaded": loaded, "ratio": loaded / solo, "connect_s": connect,
+        return {"alone": solo, "loaded": loaded, "ratio": ratio, "connect_s": connect,
                 "readyz_s": readyz, "sigterm_s": sigterm, "direct_alone": direct_alone,
-                "direct_loaded": direct_loaded, "direct_ratio": direct_loaded / direct_alone}
+                "direct_loaded": direct_loaded, "direct_ratio": direct_ratio,
+                "rounds": {"alone": alone, "beside": beside, "direct_alone": d_alone,
+                           "direct_beside": d_beside}}
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -256,18 +286,22 @@ def run(uri: str, management_uri: str | None, seconds: float = 3.0,
         direct.close()
 
 
-def json_rows(figures: dict[str, float]) -> list[dict[str, Any]]:
+def json_rows(figures: dict[str, Any]) -> list[dict[str, Any]]:
     """The report rows: the confirm rate beside the hostile client against the rate alone (the
-    baseline, same run), and the answer times under that load."""
+    baseline, same run; with several rounds, medians, and the ratio the median of the rounds'
+    ratios, each round's rates in ``rounds``), and the answer times under that load."""
+    rounds = figures.get("rounds", {})
     return [
         {"name": "confirms/s beside a '#' publisher", "value": figures["loaded"],
          "unit": "msg/s", "baseline": "the same client alone",
          "baseline_value": figures["alone"], "ratio": figures["ratio"],
-         "ratio_means": "beside / alone", "direct_ratio": figures["direct_ratio"]},
+         "ratio_means": "beside / alone", "direct_ratio": figures["direct_ratio"],
+         "rounds": list(zip(rounds.get("alone", ()), rounds.get("beside", ())))},
         {"name": "confirms/s beside the same traffic, straight to the broker",
          "value": figures["direct_loaded"], "unit": "msg/s", "baseline": "the same client alone",
          "baseline_value": figures["direct_alone"], "ratio": figures["direct_ratio"],
-         "ratio_means": "beside / alone"},
+         "ratio_means": "beside / alone",
+         "rounds": list(zip(rounds.get("direct_alone", ()), rounds.get("direct_beside", ())))},
         {"name": "new client connected", "value": figures["connect_s"], "unit": "s"},
         {"name": "/readyz answered", "value": figures["readyz_s"], "unit": "s"},
         {"name": "stopped after SIGTERM", "value": figures["sigterm_s"], "unit": "s"},

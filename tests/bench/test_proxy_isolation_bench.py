@@ -16,7 +16,7 @@ def test_the_isolation_bench_reports_rates_and_answer_times(broker_uri, manageme
     out = tmp_path / "isolation.json"
     result = CliRunner().invoke(main, [
         "bench", "proxy-isolation", "--uri", broker_uri, "--management-uri", management_uri,
-        "--seconds", "0.5", "--bindings", "200", "--queues", "5", "--json", str(out)])
+        "--seconds", "0.5", "--bindings", "200", "--queues", "5", "--rounds", "2", "--json", str(out)])
     assert result.exit_code == 0, result.output
     assert "confirms/s" in result.output and "SIGTERM under that load" in result.output
     rows = json.loads(out.read_text())["rows"]
@@ -25,3 +25,7 @@ def test_the_isolation_bench_reports_rates_and_answer_times(broker_uri, manageme
     # the same-run baseline: the same two clients straight to the broker
     assert "straight to the broker" in rows[1]["name"] and rows[1]["baseline_value"] > 0
     assert rows[0]["direct_ratio"] == rows[1]["ratio"]
+    # two rounds, each a pair of rates measured back to back; the ratio is their median
+    assert len(rows[0]["rounds"]) == 2 and len(rows[1]["rounds"]) == 2
+    ratios = sorted(beside / alone for alone, beside in rows[0]["rounds"])
+    assert rows[0]["ratio"] == pytest.approx(sum(ratios) / 2)
