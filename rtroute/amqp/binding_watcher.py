@@ -48,6 +48,7 @@ import logging
 import re
 import threading
 import time
+from collections.abc import Iterable
 from typing import Any, Callable, NamedTuple
 
 from rtroute.amqp.binding_table import BindingTable
@@ -103,6 +104,11 @@ class BindingWatcher:
         management: a :class:`ManagementClient` for the same broker.
         vhost: the exchange's vhost (events of other vhosts are ignored).
         on_add, on_remove: ``callback(binding)`` when a :class:`Binding` appears / disappears.
+        on_table: ``callback(bindings)`` when a listing fills an empty table (the first one):
+            ``bindings`` iterates the listing's :class:`Binding` objects, once, during the call,
+            and ``on_add`` is not called for them (a proxy builds its 100,000s of bindings in
+            one go instead of one callback each); changes after it come through ``on_add`` and
+            ``on_remove`` as before.
         on_key_add, on_key_remove: ``callback(binding_key)`` when a key gets its first binding /
             loses its last (what a router that delivers by key needs).
         on_ready: ``callback()`` once, after the first listing has been applied.
@@ -154,6 +160,7 @@ class BindingWatcher:
         feed: EventFeed | RelayedFeed | None = None,
         on_current: Callable[[bool], Any] | None = None,
         small: bool = False,
+        on_table: Callable[[Iterable[Binding]], Any] | None = None,
     ) -> None:
         self.exchange = exchange
         self.small = small
@@ -164,6 +171,7 @@ class BindingWatcher:
         self._key_add_listeners: list[KeyListener] = [on_key_add] if on_key_add else []
         self._key_remove_listeners: list[KeyListener] = [on_key_remove] if on_key_remove else []
         self._on_ready = on_ready
+        self._on_table = on_table
         self._on_current = on_current
         self._current = False
         self.relist_interval = relist_interval
@@ -581,19 +589,24 @@ class BindingWatcher:
         """``table`` becomes the watcher's (one copy of the bindings, not two); the listeners
         hear of the bindings it lacks, then of those it adds."""
         old, self._table = self._table, table
+        whole = self._on_table is not None and not len(old)
+        if whole:  # a first table: handed whole to on_table, instead of on_add for each
+            self._call(self._on_table, (Binding(*binding) for binding in table.bindings()))
         for binding in list(old.missing_from(table)):
             self._binding_removed(Binding(*binding))
         count = 0
-        for count, binding in enumerate(table.missing_from(old), 1):
-            self._binding_added(Binding(*binding))
+        keys = bool(self._key_add_listeners or self._key_remove_listeners)
+        for count, binding in enumerate(table.missing_from(old) if keys or not whole else (), 1):
+            self._binding_added(Binding(*binding), listeners=not whole)
             if listing is not None and not count % 1000:
                 listing.rows = count
         if listing is not None:
             listing.rows = len(table)
 
-    def _binding_added(self, binding: Binding) -> None:
-        for listener in self._add_listeners:
-            self._call(listener, binding)
+    def _binding_added(self, binding: Binding, listeners: bool = True) -> None:
+        if listeners:
+            for listener in self._add_listeners:
+                self._call(listener, binding)
         if not self._key_add_listeners and not self._key_remove_listeners:
             return  # no key counts to keep
         key = binding.binding_key

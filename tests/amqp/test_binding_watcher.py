@@ -419,3 +419,32 @@ def test_a_cancelled_event_consumer_is_replaced_and_what_was_missed_is_listed(
     channel.queue_bind(q1, exchange, "k3")  # and events flow again
     until(lambda: Binding(q1, "queue", "k3") in recorder.added, timeout=10)
     assert watcher.listings >= 2
+
+
+def test_a_first_listing_goes_whole_to_on_table_and_later_changes_to_on_add(
+        ioloop, channel, names, mgmt, until):
+    """on_table (the proxy's bulk path): the first listing's bindings in one call, on_add not
+    called for them; what changes after it, and a re-listing into a known table, come one by
+    one through on_add/on_remove as before."""
+    exchange, q1, q2 = names.exchange(), names.queue(), names.queue()
+    channel.exchange_declare(exchange, "direct")
+    for queue in (q1, q2):
+        channel.queue_declare(queue, durable=True)
+    channel.queue_bind(q1, exchange, "k1")
+    channel.queue_bind(q2, exchange, "k2")
+    tables: list[list[Binding]] = []
+    recorder = Recorder()
+    runner, watcher = watch(ioloop, recorder, exchange, mgmt,
+                            on_table=lambda bindings: tables.append(list(bindings)))
+    assert [set(t) for t in tables] == [{Binding(q1, "queue", "k1"), Binding(q2, "queue", "k2")}]
+    assert len(tables[0]) == 2 and recorder.added == []
+    # the key listeners still hear every key (their counts are kept)
+    assert sorted(recorder.keys_added) == ["k1", "k2"]
+    channel.queue_bind(q2, exchange, "k3")
+    until(lambda: recorder.added == [Binding(q2, "queue", "k3")])
+    channel.queue_unbind(q1, exchange, "k1")
+    until(lambda: recorder.removed == [Binding(q1, "queue", "k1")])
+    runner.call(watcher.relist_soon)
+    until(lambda: watcher.listings >= 2)
+    assert len(tables) == 1  # a re-listing into a known table is told binding by binding
+    assert known(runner, watcher) == {Binding(q2, "queue", "k2"), Binding(q2, "queue", "k3")}

@@ -2,6 +2,8 @@
 from collections import Counter
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rtroute.routing.exchange_router import ExchangeRouter
 from rtroute.sidecar.demo import PLUGIN_QUEUES
@@ -220,3 +222,42 @@ def test_a_hash_publish_over_20000_bindings_names_each_of_100_queues_once():
     assert len(p.bcc) == 100 and {r.destinations_of(k).pop() for k in p.bcc} == \
         {("queue", f"q{i}") for i in range(100)}
     assert len(d.matched) == 20_000
+
+
+_DESTS = st.sampled_from([("queue", "q1"), ("queue", "q2"), ("exchange", "x1")])
+_KEYS = st.sampled_from(["a", "a.b", "a.*", "#", "b.#.c"])
+
+
+@settings(deadline=None)
+@given(st.lists(st.tuples(_DESTS, _KEYS), max_size=12),
+       st.lists(st.tuples(_DESTS, _KEYS), max_size=12),
+       st.sampled_from(["topic", "direct"]), st.lists(_KEYS, max_size=4))
+def test_take_bindings_makes_the_union_and_routes_as_binding_each_would(
+        mine, listed, bindings_type, keys):
+    """A router filled in another thread (the proxy's first listing), taken by the loop's
+    router that learned some bindings meanwhile: the bindings are the union, and decisions
+    are those of one router bound with both, one binding at a time."""
+    ours = ExchangeRouter("x", "rtopic", bindings_type=bindings_type)
+    reference = ExchangeRouter("x", "rtopic", bindings_type=bindings_type)
+    fresh = ExchangeRouter("x", "rtopic")
+    for destination, key in mine:
+        ours.bind(destination, key)
+        reference.bind(destination, key)
+    for destination, key in listed:
+        fresh.bind(destination, key)
+        reference.bind(destination, key)
+    ours.take_bindings(fresh)
+    assert ours.bindings() == reference.bindings() == sorted(set(mine) | set(listed))
+    assert ours.binding_count() == reference.binding_count()
+    for key in keys:
+        assert ours.destinations_of(key) == reference.destinations_of(key)
+        # the same destinations reached (which binding key stands for a destination in the
+        # BCC may differ: any one that reaches it only is right)
+        assert _reached(ours, key) == _reached(reference, key)
+
+
+def _reached(router: ExchangeRouter, key: str) -> set:
+    decision = router.decide(key)
+    return {d for p in decision.publishes
+            for k in ((p.routing_key,) if p.published_key is None else (p.published_key,)) + tuple(p.bcc)
+            for d in router.destinations_of(k)}
