@@ -251,8 +251,9 @@ class StreamProtocolConnection:
             self._data = data[at:] + got if have else got
             self._at = 0
 
-    def _call(self, key: int, body: bytes) -> memoryview:
-        """Sends a command and returns its response's body after the response code.
+    def _call(self, key: int, body: bytes, keep_deliveries: bool = True) -> memoryview:
+        """Sends a command and returns its response's body after the response code; chunks
+        delivered meanwhile are kept for :meth:`next_chunk` (``keep_deliveries``) or dropped.
 
         Raises:
             StreamProtocolError: the response code is not OK, or the broker closed.
@@ -270,7 +271,8 @@ class StreamProtocolConnection:
                     raise StreamProtocolError(_CODES.get(code, f"response code {code}"), code)
                 return frame[6:]
             if got == _DELIVER:  # a chunk of a subscription made before: next_chunk's
-                self._delivered.append(frame)
+                if keep_deliveries:
+                    self._delivered.append(frame)
             else:
                 self._other(got, frame)
 
@@ -385,7 +387,8 @@ class StreamProtocolConnection:
         """Closes the connection (politely if it still answers)."""
         try:
             self._sock.settimeout(2.0)
-            self._call(_CLOSE, struct.pack(">H", _OK) + _string("done"))
+            self._delivered.clear()
+            self._call(_CLOSE, struct.pack(">H", _OK) + _string("done"), keep_deliveries=False)
         except (StreamProtocolError, OSError):
             pass
         finally:

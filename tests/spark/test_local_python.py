@@ -36,3 +36,15 @@ def test_the_launcher_leaves_out_only_sparks_pyspark_zip(monkeypatch, tmp_path):
 def test_another_spark_home_keeps_this_interpreter(monkeypatch, tmp_path):
     monkeypatch.setenv("SPARK_HOME", str(tmp_path))
     assert local_python() == sys.executable
+
+
+def test_a_launcher_that_cannot_run_keeps_this_interpreter(monkeypatch):
+    if not os.path.isfile(ZIP):
+        pytest.skip("pyspark without python/lib/pyspark.zip: no launcher")
+    monkeypatch.delenv("SPARK_HOME", raising=False)
+
+    def noexec(*_args, **_kwargs):
+        raise PermissionError("noexec")
+
+    monkeypatch.setattr(subprocess, "run", noexec)
+    assert local_python() == sys.executable

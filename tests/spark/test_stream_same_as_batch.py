@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
+from rtroute.bench.spark_stream import publish_messages
 from rtroute.spark.commands import spark as spark_group
 from rtroute.spark.stream_consumer import read_range
 
@@ -40,7 +41,11 @@ def _rows(path, ignore: tuple[str, ...]) -> list[dict]:
 def test_the_streaming_route_gives_the_rows_of_the_batch_route(spark, broker_uri, tmp_path):
     bindings = bindings_file(tmp_path)
     with rabbit_stream(broker_uri, "same-as-batch") as stream:
-        publish(broker_uri, stream, messages(COUNT, seed=46))
+        # with properties (the reader's full decoder), then without (its common shape, in C)
+        publish(broker_uri, stream, messages(COUNT // 2, seed=46))
+        publish_messages(broker_uri, stream, [
+            (m["routing_key"], m["headers"], m["body"])
+            for m in messages(COUNT - COUNT // 2, seed=47, first_id=COUNT // 2)])
         _invoke("stream", "--uri", broker_uri, "--stream", stream, "--bindings", bindings,
                 "--out", str(tmp_path / "streamed"), "--checkpoint", str(tmp_path / "ckpt"),
                 "--available-now", "--max-records-per-trigger", "1200")
@@ -53,3 +58,4 @@ def test_the_streaming_route_gives_the_rows_of_the_batch_route(spark, broker_uri
     assert [r["offset"] for r in streamed] == list(range(COUNT))
     assert streamed == routed
     assert any(r["destinations"] for r in routed) and any(r["headers"] for r in routed)
+    assert any(r["message_id"] is None and r["headers"] is None for r in routed)

@@ -110,6 +110,13 @@ def local_python() -> str:
                                  zip_word=shlex.quote(archive),
                                  python_word=shlex.quote(sys.executable)))
     os.chmod(launcher, 0o700)
+    try:  # a temporary directory mounted noexec, say: workers that cannot start fail the job
+        import subprocess
+
+        subprocess.run([launcher, "-c", "pass"], check=True, timeout=60,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return sys.executable
     return launcher
 
 
