@@ -20,6 +20,8 @@ Stream URIs: ``rabbitmq-stream://user:password@host:5552/vhost`` and
 """
 from __future__ import annotations
 
+import collections
+import datetime
 import socket
 import struct
 import time
@@ -51,7 +53,7 @@ _CODES = {2: "stream does not exist", 3: "subscription id already exists",
           16: "access refused", 17: "precondition failed", 18: "publisher does not exist",
           19: "no offset"}
 # Subscribe's offset specification types
-_OFFSET_FIRST, _OFFSET_LAST, _OFFSET_NEXT, _OFFSET_OFFSET = 1, 2, 3, 4
+_OFFSET_FIRST, _OFFSET_LAST, _OFFSET_NEXT, _OFFSET_OFFSET, _OFFSET_TIMESTAMP = 1, 2, 3, 4, 5
 _CHUNK_HEADER = struct.Struct(">BBHIqQQiIIB3x")  # 48 bytes: the osiris chunk header
 _U32 = struct.Struct(">I")
 _U16 = struct.Struct(">H")
@@ -102,13 +104,15 @@ def stream_uri_for(amqp_uri: str) -> str:
 @dataclass
 class Chunk:
     """One osiris chunk of messages: its first offset, its records, its timestamp (ms since the
-    epoch, when the chunk was written) and its entries (see :func:`chunk_messages`)."""
+    epoch, when the chunk was written), its entries (see :func:`chunk_messages`) and the
+    subscription it was delivered to."""
 
     first_offset: int
     records: int
     entries: int
     timestamp_ms: int
     data: memoryview
+    subscription: int = 0
 
 
 def chunk_messages(chunk: Chunk) -> Iterator[memoryview]:
@@ -190,6 +194,8 @@ class StreamProtocolConnection:
         self.frame_max = 1_048_576
         self.heartbeat = 60
         self._last_sent = time.monotonic()
+        self._subscription = 0
+        self._delivered: collections.deque[memoryview] = collections.deque()  # while in _call
         try:
             sock = socket.create_connection((parsed.host, parsed.port), timeout=timeout)
         except OSError as exc:
@@ -245,8 +251,9 @@ class StreamProtocolConnection:
             self._data = data[at:] + got if have else got
             self._at = 0
 
-    def _call(self, key: int, body: bytes) -> memoryview:
-        """Sends a command and returns its response's body after the response code.
+    def _call(self, key: int, body: bytes, keep_deliveries: bool = True) -> memoryview:
+        """Sends a command and returns its response's body after the response code; chunks
+        delivered meanwhile are kept for :meth:`next_chunk` (``keep_deliveries``) or dropped.
 
         Raises:
             StreamProtocolError: the response code is not OK, or the broker closed.
@@ -263,7 +270,11 @@ class StreamProtocolConnection:
                 if code != _OK:
                     raise StreamProtocolError(_CODES.get(code, f"response code {code}"), code)
                 return frame[6:]
-            self._other(got, frame)
+            if got == _DELIVER:  # a chunk of a subscription made before: next_chunk's
+                if keep_deliveries:
+                    self._delivered.append(frame)
+            else:
+                self._other(got, frame)
 
     def _other(self, key: int, frame: memoryview) -> None:
         if key == _CLOSE:
@@ -296,15 +307,17 @@ class StreamProtocolConnection:
         return server
 
     # -- reading -------------------------------------------------------------------------------
-    def subscribe(self, stream: str, offset: int | str, credit: int = 10,
+    def subscribe(self, stream: str, offset: int | str | datetime.datetime, credit: int = 10,
                   subscription: int = 0) -> None:
-        """Starts reading ``stream`` from ``offset`` (an offset, or ``first``/``last``/``next``)
-        with ``credit`` chunks granted.
+        """Starts reading ``stream`` from ``offset`` (an offset, ``first``/``last``/``next``,
+        or a moment: the chunk written at or before it) with ``credit`` chunks granted.
 
         Raises:
             StreamProtocolError: the stream does not exist (code 2) or is not available.
         """
-        if isinstance(offset, int):
+        if isinstance(offset, datetime.datetime):
+            spec = struct.pack(">Hq", _OFFSET_TIMESTAMP, int(offset.timestamp() * 1000))
+        elif isinstance(offset, int):
             spec = struct.pack(">HQ", _OFFSET_OFFSET, offset)
         else:
             spec = struct.pack(">H", {"first": _OFFSET_FIRST, "last": _OFFSET_LAST,
@@ -312,9 +325,16 @@ class StreamProtocolConnection:
         self._call(_SUBSCRIBE, struct.pack(">B", subscription) + _string(stream) + spec
                    + struct.pack(">Hi", credit, 0))
 
+    def next_subscription(self) -> int:
+        """A subscription id from 1 to 255, another than the last one handed out (so chunks
+        still in flight for a subscription just ended are not taken for the next one's)."""
+        self._subscription = self._subscription % 255 + 1
+        return self._subscription
+
     def unsubscribe(self, subscription: int = 0) -> None:
         """Stops the subscription (chunks already sent are read past and dropped)."""
         self._call(_UNSUBSCRIBE, struct.pack(">B", subscription))
+        self._delivered = collections.deque(f for f in self._delivered if f[0] != subscription)
 
     def credit(self, chunks: int = 1, subscription: int = 0) -> None:
         """Grants ``chunks`` more chunks."""
@@ -330,7 +350,7 @@ class StreamProtocolConnection:
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            if deadline is not None and not self._buffered_frame():
+            if deadline is not None and not self._delivered and not self._buffered_frame():
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return None
@@ -338,7 +358,8 @@ class StreamProtocolConnection:
             else:
                 self._sock.settimeout(None)
             try:
-                key, frame = self._frame()
+                key, frame = (_DELIVER, self._delivered.popleft()) if self._delivered \
+                    else self._frame()
             except TimeoutError:
                 self._keep_alive()
                 continue
@@ -351,7 +372,8 @@ class StreamProtocolConnection:
                 self.credit(1, frame[0])
                 continue
             start = 1 + _CHUNK_HEADER.size + _bloom
-            return Chunk(first, records, entries, timestamp, frame[start:start + length])
+            return Chunk(first, records, entries, timestamp, frame[start:start + length],
+                         frame[0])
 
     def _buffered_frame(self) -> bool:
         have = len(self._data) - self._at
@@ -365,7 +387,8 @@ class StreamProtocolConnection:
         """Closes the connection (politely if it still answers)."""
         try:
             self._sock.settimeout(2.0)
-            self._call(_CLOSE, struct.pack(">H", _OK) + _string("done"))
+            self._delivered.clear()
+            self._call(_CLOSE, struct.pack(">H", _OK) + _string("done"), keep_deliveries=False)
         except (StreamProtocolError, OSError):
             pass
         finally:

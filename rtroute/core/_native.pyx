@@ -727,3 +727,81 @@ cdef class HeaderKeys:
                           <const uint8_t *><const char *>entry, len(entry),
                           <uint8_t *>PyBytes_AS_STRING(out), size)
         return out
+
+
+cdef extern from "amqp10.h":
+    ctypedef struct rt_bytes:
+        size_t at
+        size_t len
+    ctypedef struct rt_amqp10_common:
+        int has_routing_key
+        int has_exchange
+        rt_bytes routing_key
+        rt_bytes exchange
+        rt_bytes body
+        int durable
+        int priority
+        long long ttl
+    ctypedef struct rt_chunk_iter:
+        size_t at
+        size_t end
+        size_t sub_end
+    int RT_AMQP10_COMMON
+    int RT_CHUNK_ENTRY
+    int RT_CHUNK_END
+    int rt_amqp10_scan(const uint8_t *data, size_t len, rt_amqp10_common *out)
+    int rt_chunk_next(const uint8_t *data, rt_chunk_iter *it, rt_bytes *entry)
+
+
+cdef extern from "Python.h":
+    object PyUnicode_DecodeUTF8(const char *s, Py_ssize_t size, const char *errors)
+
+
+def scan_chunk(data not None, Py_ssize_t skip, Py_ssize_t limit, list keys not None,
+               list exchanges not None, list bodies not None, list durables not None,
+               list priorities not None, list ttls not None, list general not None):
+    """Reads a stream chunk's entries (see ``amqp10.h`` and :mod:`rtroute.core.amqp10`):
+    skips ``skip`` of them, then takes at most ``limit``; for each taken, appends its
+    routing key, exchange (str or None), body (bytes), durable, priority and ttl (ints, -1
+    where absent) to the lists, or None to each and ``(index, view)`` to ``general`` when the
+    message is not the common shape. Returns ``(taken, status)``: status 0 (the entries or
+    the limit ended), -1 (a compressed sub-batch) or -2 (a truncated entry)."""
+    cdef const uint8_t[::1] view = data
+    cdef const uint8_t *d = &view[0] if view.shape[0] else NULL
+    cdef rt_chunk_iter it
+    cdef rt_bytes e
+    cdef rt_amqp10_common m
+    cdef Py_ssize_t taken = 0, seen = 0
+    cdef int status
+    it.at = 0
+    it.end = view.shape[0]
+    it.sub_end = 0
+    while taken < limit:
+        status = rt_chunk_next(d, &it, &e)
+        if status != RT_CHUNK_ENTRY:
+            return taken, (0 if status == RT_CHUNK_END else status)
+        seen += 1
+        if seen <= skip:
+            continue
+        if rt_amqp10_scan(d + e.at, e.len, &m) == RT_AMQP10_COMMON:
+            keys.append(PyUnicode_DecodeUTF8(<const char *>d + e.at + m.routing_key.at,
+                                             m.routing_key.len, "replace")
+                        if m.has_routing_key else None)
+            exchanges.append(PyUnicode_DecodeUTF8(<const char *>d + e.at + m.exchange.at,
+                                                  m.exchange.len, "replace")
+                             if m.has_exchange else None)
+            bodies.append(PyBytes_FromStringAndSize(<const char *>d + e.at + m.body.at,
+                                                    m.body.len))
+            durables.append(m.durable)
+            priorities.append(m.priority)
+            ttls.append(m.ttl)
+        else:
+            keys.append(None)
+            exchanges.append(None)
+            bodies.append(None)
+            durables.append(None)
+            priorities.append(None)
+            ttls.append(None)
+            general.append((taken, data[e.at:e.at + e.len]))
+        taken += 1
+    return taken, 0

@@ -21,27 +21,32 @@ readers row by row), so a row is the same whichever reader read it, ``drained_at
 
 Which rules apply is told by the broker's ``version`` peer property. Offsets are the stream's
 own, so the Spark source's checkpoint means the same with either reader.
+
+A chunk is read at once (:meth:`_Rows.add_chunk`): the messages in the common shape of an
+AMQP 0-9-1 publish (a header, ``x-routing-key`` and ``x-exchange`` annotations, one data
+section) by :func:`rtroute.core.amqp10.scan_chunk` (C, or its twin), column by column; every
+other message by the full decoder (:mod:`rtroute.amqp.amqp10_message`), the same rows either way
+(tests/spark/test_stream_protocol_rows.py). The driver finds offsets here too (:func:`tails`,
+:func:`resolve_starts`): a subscription per stream, whose first chunk is the answer.
 """
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import unquote
 
 import pyarrow as pa
 
 from rtroute.amqp.amqp10_message import decode_message
-from rtroute.amqp.stream_protocol import (
-    StreamProtocolConnection,
-    StreamProtocolError,
-    chunk_messages,
-)
+from rtroute.amqp.stream_protocol import Chunk, StreamProtocolConnection, StreamProtocolError
+from rtroute.core.amqp10 import CHUNK_COMPRESSED, scan_chunk
 from rtroute.spark.archive import MAX_TIMESTAMP
 from rtroute.spark.header_json import headers_json
-from rtroute.spark.stream_consumer import Columns, StreamReadError
+from rtroute.spark.stream_consumer import Columns, Start, StreamReadError
 
-__all__ = ["DEFAULT_CREDIT", "answers", "read_range"]
+__all__ = ["DEFAULT_CREDIT", "answers", "first_chunks", "read_range", "resolve_starts", "tails"]
 
 DEFAULT_CREDIT = 256
 """Chunks the broker may send ahead of the reader (one credit, one chunk); the reader gives
@@ -59,9 +64,21 @@ def _text(raw: Any) -> Any:
     return str(raw)
 
 
+_DECODED = ("routing_key", "headers", "body", "exchange", "delivery_mode", "priority",
+            "timestamp", "content_type", "content_encoding", "correlation_id", "reply_to",
+            "expiration", "message_id", "type", "user_id", "app_id")
+"""The columns a message's own encoding decides (the others: redelivered, drained_at, stream,
+offset)."""
+# of those, the ones the common shape (rtroute.core.amqp10) always leaves null
+_NULL_IN_COMMON = ("headers", "timestamp", "content_type", "content_encoding", "correlation_id",
+                   "reply_to", "message_id", "type", "user_id", "app_id")
+
+
 class _Rows(Columns):
     """Rows of :data:`~rtroute.spark.stream_consumer.ARROW_SCHEMA` from AMQP 1.0 messages,
-    column by column, as the broker of ``version`` converts them for AMQP 0-9-1."""
+    column by column, as the broker of ``version`` converts them for AMQP 0-9-1: a chunk at a
+    time (:meth:`add_chunk`: the common shape read by :func:`rtroute.core.amqp10.scan_chunk`,
+    every other message by :meth:`decoded`), or a message at a time (:meth:`add`)."""
 
     def __init__(self, stream: str, version: str) -> None:
         super().__init__(stream)
@@ -69,8 +86,75 @@ class _Rows(Columns):
 
     def add(self, offset: int, raw: Any, now: datetime.datetime  # type: ignore[override]
             ) -> None:
-        message = decode_message(raw)
+        """Adds the row of one encoded message (the full decoder's, :meth:`decoded`)."""
         columns = self.columns
+        for name, value in zip(_DECODED, self.decoded(raw)):
+            columns[name].append(value)
+        columns["redelivered"].append(False)
+        columns["drained_at"].append(now)
+        columns["stream"].append(self.stream)
+        columns["offset"].append(offset)
+
+    def add_chunk(self, chunk: Chunk, low: int, high: int, now: datetime.datetime) -> int:
+        """Adds the rows of the chunk's messages with offsets in ``[low, high)``; returns how
+        many.
+
+        Raises:
+            StreamProtocolError: a compressed sub-batch entry (written by a stream-protocol
+                publisher that batches with compression; not supported here), or an entry
+                that runs past the chunk.
+        """
+        skip = max(0, low - chunk.first_offset)
+        first = chunk.first_offset + skip
+        keys: list = []
+        exchanges: list = []
+        bodies: list = []
+        durables: list = []
+        priorities: list = []
+        ttls: list = []
+        general: list = []
+        taken, status = scan_chunk(chunk.data, skip, max(0, high - first), keys, exchanges,
+                                   bodies, durables, priorities, ttls, general)
+        if status:
+            raise StreamProtocolError("a compressed sub-batch entry: not supported"
+                                      if status == CHUNK_COMPRESSED else
+                                      f"chunk at offset {chunk.first_offset}: an entry runs "
+                                      "past its end")
+        if not taken:
+            return 0
+        columns = self.columns
+        base = len(columns["offset"])
+        columns["routing_key"] += ["" if k is None else k for k in keys]
+        columns["exchange"] += ["" if e is None else e for e in exchanges]
+        columns["body"] += bodies
+        if self.four:  # the header section (absent: not durable)
+            columns["delivery_mode"] += [2 if d == 1 else 1 for d in durables]
+            columns["priority"] += [None if p is None or p < 0 else p for p in priorities]
+            columns["expiration"] += [None if t is None or t < 0 else str(t) for t in ttls]
+        else:  # in annotations that the common shape does not have
+            nulls = [None] * taken
+            columns["delivery_mode"] += nulls
+            columns["priority"] += nulls
+            columns["expiration"] += nulls
+        nulls = [None] * taken
+        for name in _NULL_IN_COMMON:
+            columns[name] += nulls
+        columns["redelivered"] += [False] * taken
+        columns["drained_at"] += [now] * taken
+        columns["stream"] += [self.stream] * taken
+        columns["offset"] += range(first, first + taken)
+        for index, raw in general:
+            for name, value in zip(_DECODED, self.decoded(raw)):
+                columns[name][base + index] = value
+        return taken
+
+    def decoded(self, raw: Any) -> tuple:
+        """The values of the :data:`_DECODED` columns for one encoded message.
+
+        Raises:
+            rtroute.amqp.amqp10_message.AMQP10DecodeError: not a well-formed message.
+        """
+        message = decode_message(raw)
         annotations: Mapping[str, Any] = message.message_annotations or {}
         application = message.application_properties or {}
         properties = message.properties or []
@@ -101,31 +185,19 @@ class _Rows(Columns):
             kind = application.get("x-basic-type")
             app_id = application.get("x-basic-app-id")
             reply_to = properties[4]
-        columns["routing_key"].append(annotations.get("x-routing-key", ""))
-        columns["headers"].append(headers_json(dict(sorted(headers.items())))
-                                  if headers else None)
-        columns["body"].append(message.body)
-        columns["exchange"].append(annotations.get("x-exchange", ""))
-        columns["redelivered"].append(False)
-        columns["delivery_mode"].append(None if delivery_mode is None else int(delivery_mode))
-        columns["priority"].append(None if priority is None else int(priority))
         created = properties[9]
         timestamp = None if created is None else int(created) // 1000
-        columns["timestamp"].append(None if timestamp is None or timestamp > MAX_TIMESTAMP
-                                    else timestamp * 1_000_000)
-        columns["drained_at"].append(now)
         # strings and symbols decode as str: _text only for what may be binary or a number
-        columns["content_type"].append(properties[6])
-        columns["content_encoding"].append(properties[7])
-        columns["correlation_id"].append(_text(properties[5]))
-        columns["reply_to"].append(_text(reply_to))
-        columns["expiration"].append(_text(expiration))
-        columns["message_id"].append(_text(properties[0]))
-        columns["type"].append(_text(kind))
-        columns["user_id"].append(_text(properties[1]))
-        columns["app_id"].append(_text(app_id))
-        columns["stream"].append(self.stream)
-        columns["offset"].append(offset)
+        return (annotations.get("x-routing-key", ""),
+                headers_json(dict(sorted(headers.items()))) if headers else None,
+                message.body,
+                annotations.get("x-exchange", ""),
+                None if delivery_mode is None else int(delivery_mode),
+                None if priority is None else int(priority),
+                None if timestamp is None or timestamp > MAX_TIMESTAMP else timestamp * 1_000_000,
+                properties[6], properties[7], _text(properties[5]), _text(reply_to),
+                _text(expiration), _text(properties[0]), _text(kind), _text(properties[1]),
+                _text(app_id))
 
 
 def read_range(stream_uri: str, stream: str, low: int, high: int, *,
@@ -162,25 +234,96 @@ def read_range(stream_uri: str, stream: str, low: int, high: int, *,
                 connection.credit(owed)
                 owed = 0
             received = datetime.datetime.now(datetime.timezone.utc)
-            offset = chunk.first_offset
-            if offset + chunk.records <= low:
+            if chunk.first_offset + chunk.records <= low:
                 continue
-            for raw in chunk_messages(chunk):
-                if offset >= high:
-                    done = True
-                    break
-                if offset >= low:
-                    rows.add(offset, raw, received)
-                    if len(rows) >= batch_rows:
-                        yield rows.batch()
-                offset += 1
-            done = done or offset >= high
+            taken = rows.add_chunk(chunk, low, high, received)
+            if len(rows) >= batch_rows:
+                yield rows.batch()
+            done = max(low, chunk.first_offset) + taken >= high
         if len(rows):
             yield rows.batch()
     except StreamProtocolError as exc:
         raise StreamReadError(f"stream {stream!r}: {exc}") from None
     finally:
         connection.close()
+
+
+_GROUP = 200  # streams subscribed at once by first_chunks (subscription ids are one byte)
+
+
+def first_chunks(connection: StreamProtocolConnection, streams: Sequence[str], start: Start,
+                 wait: float) -> dict[str, tuple[int, int]]:
+    """Each stream's first chunk delivered from ``start``: its first offset and one past its
+    last. From ``last`` that is the stream's last chunk, so the second is the tail: every
+    offset below it exists (a consumer is only ever sent committed chunks). One subscription
+    of one credit per stream, all at once; a stream that delivered nothing in ``wait``
+    seconds (empty, or nothing at or after ``start``) is absent from the result.
+
+    Raises:
+        StreamProtocolError: a stream does not exist (code 2), or the connection failed.
+    """
+    found: dict[str, tuple[int, int]] = {}
+    for at in range(0, len(streams), _GROUP):
+        ids: dict[int, str] = {}
+        try:
+            for stream in streams[at:at + _GROUP]:
+                subscription = connection.next_subscription()
+                connection.subscribe(stream, start, 1, subscription)
+                ids[subscription] = stream
+            deadline = time.monotonic() + wait
+            while len(found) < at + len(ids):
+                left = deadline - time.monotonic()
+                chunk = connection.next_chunk(left) if left > 0 else None
+                if chunk is None:
+                    break
+                stream = ids.get(chunk.subscription)
+                if stream is not None and stream not in found:
+                    found[stream] = (chunk.first_offset, chunk.first_offset + chunk.records)
+        finally:
+            for subscription in ids:
+                connection.unsubscribe(subscription)
+    return found
+
+
+def tails(connection: StreamProtocolConnection, streams: Sequence[str],
+          wait: float) -> dict[str, int]:
+    """Each non-empty stream's tail (see :func:`first_chunks`): one past the last offset of
+    its last chunk, without waiting for the stream to go idle.
+
+    Raises:
+        StreamProtocolError: as :func:`first_chunks`.
+    """
+    return {stream: end for stream, (_, end) in first_chunks(connection, streams, "last",
+                                                             wait).items()}
+
+
+def resolve_starts(connection: StreamProtocolConnection, starts: Mapping[str, Start],
+                   wait: float) -> dict[str, int]:
+    """Each stream's start as an offset, as :func:`rtroute.spark.stream_consumer.
+    resolve_starts` gives it over AMQP 0-9-1: ``first``, ``last`` and a moment are the first
+    offset of the first chunk delivered from there (a moment is chunk-granular there too),
+    ``next`` the tail; where nothing is delivered, the tail (0 for an empty stream). An
+    offset stays as given.
+
+    Raises:
+        StreamProtocolError: as :func:`first_chunks`.
+    """
+    resolved: dict[str, int] = {}
+    groups: dict[Any, list[str]] = {}
+    for stream, start in starts.items():
+        if isinstance(start, int):
+            resolved[stream] = start
+        else:
+            groups.setdefault(start, []).append(stream)
+    known_tails: dict[str, int] | None = None
+    for start, streams in groups.items():
+        found = {} if start == "next" else first_chunks(connection, streams, start, wait)
+        if len(found) < len(streams) and known_tails is None:
+            known_tails = tails(connection, list(starts), wait)
+        for stream in streams:
+            resolved[stream] = found[stream][0] if stream in found else \
+                (known_tails or {}).get(stream, 0)
+    return resolved
 
 
 def answers(stream_uri: str, timeout: float = 3.0) -> dict[str, Any] | None:

@@ -32,7 +32,9 @@ Options (names are case-insensitive):
   ``off`` reads over AMQP 0-9-1. Where the stream port does not answer (the plugin is off), the
   source reads over AMQP 0-9-1 and says so in the log (logger ``rtroute.spark``).
 - ``prefetch`` (default 2000): each reading consumer's ``basic.qos`` (AMQP 0-9-1 reader).
-- ``tailWait`` (seconds, default 0.25): how long the tail probe waits for more of the last chunk.
+- ``tailWait`` (seconds, default 0.25): how long the tail probe waits: over AMQP 0-9-1 for
+  more of the last chunk, over the stream protocol for the first chunk (only an empty stream
+  makes it wait that long).
 - ``offsetsPerPartition`` (default 50000): a stream's range in one batch is split into
   partitions of this many offsets, read in parallel by the executors.
 - ``readTimeout`` (seconds, default 60): a partition fails (and Spark retries it) when no
@@ -44,10 +46,14 @@ Columns: those of a drained archive (``routing_key``, ``headers`` as lossless JS
 applies unchanged. See :mod:`rtroute.spark.stream_consumer` for what a stream delivery holds.
 
 **How offsets work.** The source's offset is ``{"stream": next offset}``, kept by Spark in the
-query's checkpoint. For each micro-batch the driver probes each stream's tail (it consumes the
-last chunk from ``last``: a few messages, no others) and takes as the batch's end the tail, or
-less under ``maxRecordsPerTrigger``; Spark logs that end in the checkpoint before the batch
-runs. The executors then read exactly ``[start, end)`` of each stream, each partition with its
+query's checkpoint. For each micro-batch the driver probes each stream's tail and takes as the
+batch's end the tail, or less under ``maxRecordsPerTrigger``: where the executors read over the
+stream protocol, the driver subscribes to each stream from ``last`` with one credit, and the
+chunk delivered, the last one, ends at the tail
+(:func:`rtroute.spark.stream_protocol_reader.tails`: no idle wait); else it consumes the last
+chunk from ``last`` over AMQP 0-9-1 until no delivery came for ``tailWait``
+(:func:`rtroute.spark.stream_consumer.tails`). The query's start offsets are found the same
+way. Spark logs a batch's end in the checkpoint before the batch runs. The executors then read exactly ``[start, end)`` of each stream, each partition with its
 own consumer starting at its first offset and stopping at its last: every offset below the end
 was seen to exist, so a replay after a crash reads the same messages. A restarted query thus
 neither skips nor repeats a message (with a sink that is itself exactly-once: the file sink, or
@@ -55,12 +61,14 @@ neither skips nor repeats a message (with a sink that is itself exactly-once: th
 
 **Throughput.** The messages are read by the executors, one reader per partition, in
 parallel: over the stream protocol (:mod:`rtroute.spark.stream_protocol_reader`: whole chunks,
-about 4 us of Python per message) where the stream port answers, else an AMQP 0-9-1 consumer
-decoding every message without pika (:func:`rtroute.spark.stream_consumer.read_range`); see
-docs/spark.md for the figures. Partitions scale until the broker is the limit. The driver costs each trigger one
-tail probe (at least ``tailWait`` seconds) plus Spark's own micro-batch overhead (about a second
-on two busy cores), so small micro-batches are dominated by that fixed cost: give them thousands
-of messages or more. Rejected: a ``SimpleDataSourceStreamReader``, which reads every message on
+the common shape of a message read in C by :mod:`rtroute.core.amqp10`, 2-3 us per message in
+all) where the stream port answers, else an AMQP 0-9-1 consumer decoding every message without
+pika (:func:`rtroute.spark.stream_consumer.read_range`); see docs/spark.md for the figures.
+Partitions scale until the broker is the limit. The driver costs each trigger one tail probe
+(over the stream protocol a subscription per stream and one chunk; over AMQP 0-9-1 at least
+``tailWait`` seconds) plus Spark's own micro-batch overhead (about a second on two busy cores),
+so small micro-batches are dominated by that fixed cost: give them thousands of messages or
+more. Rejected: a ``SimpleDataSourceStreamReader``, which reads every message on
 the driver (one Python process for all streams, at most one consumer's rate) and needs an idle
 wait to end each batch; and the management API's ``messages``, which is a count refreshed every
 few seconds, not an offset.
@@ -234,13 +242,14 @@ class RabbitMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: StreamOptions) -> None:
         self.options = options
         self._connection: StreamConnection | None = None
+        self._stream: Any = None  # the driver's stream-protocol connection, when reading so
         self._target: dict[str, int] | None = None
         self._latest: dict[str, int] | None = None
         self._reader_uri: str | None | bool = False  # False: not chosen yet
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"options": self.options, "_connection": None, "_target": None, "_latest": None,
-                "_reader_uri": False}
+        return {"options": self.options, "_connection": None, "_stream": None, "_target": None,
+                "_latest": None, "_reader_uri": False}
 
     def reader_uri(self) -> str | None:
         """The stream URI the executors read at, or None for AMQP 0-9-1; chosen on the driver
@@ -293,15 +302,48 @@ class RabbitMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 self._connection = None
         raise AssertionError("unreachable")
 
+    def _offsets_call(self, over_stream_protocol: Any, over_amqp: Any) -> Any:
+        """Finds offsets on the driver: ``over_stream_protocol(connection)`` where the
+        executors read over the stream protocol (one subscription per stream, the first chunk
+        is the answer: no idle wait), else ``over_amqp(connection)`` (consumers by offset,
+        until idle for ``tailWait``). A stream the stream protocol says does not exist is
+        asked over AMQP 0-9-1, for the broker's own reason."""
+        from rtroute.amqp.stream_protocol import StreamProtocolConnection, StreamProtocolError
+
+        uri = self.reader_uri()
+        if uri is None:
+            return self._driver_call(over_amqp)
+        for attempt in (1, 2):
+            try:
+                if self._stream is None:
+                    self._stream = StreamProtocolConnection(uri, "rtroute-stream-source")
+                return over_stream_protocol(self._stream)
+            except StreamProtocolError as exc:
+                if exc.code == 2:  # stream does not exist
+                    return self._driver_call(over_amqp)
+                self._close_stream()
+                if attempt == 2 or exc.code is not None:
+                    raise StreamReadError(f"{', '.join(self.options.streams)}: {exc}") from None
+        raise AssertionError("unreachable")
+
+    def _close_stream(self) -> None:
+        if self._stream is not None:
+            self._stream.close()
+            self._stream = None
+
     def _tails(self) -> dict[str, int]:
-        found = self._driver_call(lambda c: tails(c, self.options.streams,
-                                                  self.options.tail_wait))
+        streams, wait = self.options.streams, self.options.tail_wait
+        found = self._offsets_call(
+            lambda c: stream_protocol_reader.tails(c, streams, wait),
+            lambda c: tails(c, streams, wait))
         self._latest = found
         return found
 
     def initialOffset(self) -> dict[str, int]:
-        return self._driver_call(lambda c: resolve_starts(c, self.options.starts,
-                                                          self.options.tail_wait))
+        starts, wait = self.options.starts, self.options.tail_wait
+        return self._offsets_call(
+            lambda c: stream_protocol_reader.resolve_starts(c, starts, wait),
+            lambda c: resolve_starts(c, starts, wait))
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.options.max_records is None:
@@ -353,6 +395,7 @@ class RabbitMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Nothing to do: a stream keeps its messages whatever its readers did."""
 
     def stop(self) -> None:
+        self._close_stream()
         if self._connection is not None:
             self._connection.close()
             self._connection = None

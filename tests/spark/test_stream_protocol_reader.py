@@ -88,6 +88,35 @@ def test_a_range_across_chunks_an_empty_range_and_a_start_past_the_tail(broker_u
             list(stream_protocol_reader.read_range(stream_uri, stream, 400, 401, timeout=0.5))
 
 
+def test_offsets_found_over_the_stream_protocol_are_those_found_over_amqp_0_9_1(broker_uri,
+                                                                               stream_uri):
+    with rabbit_stream(broker_uri, "sp-tail-0") as one, \
+            rabbit_stream(broker_uri, "sp-tail-1") as two, \
+            rabbit_stream(broker_uri, "sp-tail-empty") as empty:
+        publish(broker_uri, one, messages(700, seed=1))
+        publish(broker_uri, two, messages(40, seed=2))
+        streams = [one, two, empty]
+        starts = {one: "first", two: "last", empty: "first"}
+        over_amqp = stream_consumer.StreamConnection(broker_uri)
+        connection = StreamProtocolConnection(stream_uri)
+        try:
+            # several streams at once: each one's first chunk counts, whichever comes first
+            found = stream_protocol_reader.tails(connection, streams, 0.5)
+            assert found == stream_consumer.tails(over_amqp, streams, 0.5) == {one: 700,
+                                                                               two: 40}
+            assert stream_protocol_reader.resolve_starts(connection, starts, 0.5) == \
+                stream_consumer.resolve_starts(over_amqp, starts, 0.5)
+            assert stream_protocol_reader.resolve_starts(connection, {one: "next", two: 5,
+                                                                      empty: "next"}, 0.5) == {
+                one: 700, two: 5, empty: 0}
+            with pytest.raises(StreamProtocolError, match="does not exist"):
+                stream_protocol_reader.tails(connection, [one, "rtroute-test.no-such"], 0.5)
+            assert stream_protocol_reader.tails(connection, [two], 0.5) == {two: 40}
+        finally:
+            connection.close()
+            over_amqp.close()
+
+
 def test_a_missing_stream_is_a_read_error(stream_uri):
     with pytest.raises(stream_consumer.StreamReadError, match="does not exist"):
         list(stream_protocol_reader.read_range(stream_uri, "rtroute-test.no-such-stream", 0, 1))

@@ -16,7 +16,8 @@ from rtroute.spark.commands.output import echo_err
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["job_failure", "require", "spark_session", "start_session", "write_then_rename"]
+__all__ = ["job_failure", "local_python", "require", "spark_session", "start_session",
+           "write_then_rename"]
 
 
 def require(*modules: str) -> None:
@@ -37,8 +38,8 @@ def spark_session(master: str = "local[*]", app_name: str = "rtroute",
                   config: dict[str, str] | None = None) -> SparkSession:
     """A SparkSession for the CLI and the benchmark (library code takes one instead).
 
-    For a ``local`` master the executors' Python is this interpreter (``PYSPARK_PYTHON``) and
-    Spark binds to 127.0.0.1 (``SPARK_LOCAL_IP``) unless those variables are already set; on a
+    For a ``local`` master the executors' Python is this interpreter (``PYSPARK_PYTHON``, through
+    :func:`local_python`'s launcher) and Spark binds to 127.0.0.1 (``SPARK_LOCAL_IP``) unless those variables are already set; on a
     cluster they are the deployment's business (see docs/spark.md).
 
     Raises:
@@ -47,8 +48,8 @@ def spark_session(master: str = "local[*]", app_name: str = "rtroute",
     require("pyspark", "pyarrow", "pandas")
     from pyspark.sql import SparkSession
 
-    if master.startswith("local"):
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if master.startswith("local") and "PYSPARK_PYTHON" not in os.environ:
+        os.environ["PYSPARK_PYTHON"] = local_python()
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder = (SparkSession.builder.master(master).appName(app_name)
                .config("spark.ui.showConsoleProgress", "false"))
@@ -57,6 +58,66 @@ def spark_session(master: str = "local[*]", app_name: str = "rtroute",
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+_LAUNCHER = """#!/bin/sh
+# Spark puts {zip} first on the path of its Python workers; {python} has that pyspark
+# installed and compiled: leave the zip out, so that a worker does not compile pyspark again.
+set -f
+IFS=:
+kept=
+for entry in $PYTHONPATH; do
+    [ "$entry" = {zip_word} ] || kept="${{kept:+$kept:}}$entry"
+done
+unset IFS
+PYTHONPATH=$kept
+export PYTHONPATH
+exec {python_word} "$@"
+"""
+
+
+def local_python() -> str:
+    """The Python of Spark's Python workers on a local master: this interpreter, through a
+    launcher when this environment's pyspark is the Spark that runs (a pip-installed pyspark:
+    ``SPARK_HOME`` unset or the package itself).
+
+    Spark puts ``$SPARK_HOME/python/lib/pyspark.zip`` first on every Python worker's path, and
+    Python compiles what it imports from a zip anew in every process: a streaming query's
+    source runner (a new process per query) spent 0.5 s of CPU on a quiet machine, over 1 s
+    on a busy one, compiling pyspark before it could answer (rtroute bench spark
+    --stream-uri). The launcher leaves that zip out, so workers import the same pyspark
+    from this environment, compiled once.
+    """
+    import shlex
+
+    import pyspark
+
+    package = os.path.dirname(os.path.abspath(pyspark.__file__))
+    archive = os.path.join(package, "python", "lib", "pyspark.zip")
+    home = os.environ.get("SPARK_HOME")
+    if not os.path.isfile(archive) or (home and os.path.realpath(home)
+                                       != os.path.realpath(package)):
+        return sys.executable
+    import atexit
+    import shutil
+    import tempfile
+
+    directory = tempfile.mkdtemp(prefix="rtroute-python-")
+    atexit.register(shutil.rmtree, directory, True)
+    launcher = os.path.join(directory, "python")
+    with open(launcher, "w") as f:
+        f.write(_LAUNCHER.format(zip=archive, python=sys.executable,
+                                 zip_word=shlex.quote(archive),
+                                 python_word=shlex.quote(sys.executable)))
+    os.chmod(launcher, 0o700)
+    try:  # a temporary directory mounted noexec, say: workers that cannot start fail the job
+        import subprocess
+
+        subprocess.run([launcher, "-c", "pass"], check=True, timeout=60,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return sys.executable
+    return launcher
 
 
 def start_session(master: str, app_name: str, conf: tuple[str, ...], env_archive: str | None
