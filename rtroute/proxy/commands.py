@@ -8,7 +8,7 @@ import click
 from rtroute.config.constants import DEFAULT_URI
 from rtroute.ops.logsetup import log_options
 from rtroute.proxy.confirm_meter import DEFAULT_BUDGET
-from rtroute.proxy.server import ProxySettings
+from rtroute.proxy.server import ProxySettings, check_archive_stream
 
 
 @click.command("proxy")
@@ -35,6 +35,12 @@ from rtroute.proxy.server import ProxySettings
                    "proxy reads no more of that client meanwhile, so one client cannot queue "
                    "seconds of broker work ahead of the others ([proxy] client_in_flight). "
                    f"[default: {DEFAULT_BUDGET}]")
+@click.option("--archive-stream", "archive_stream", default=None, metavar="QUEUE",
+              help="A stream queue that keeps every message published to each x-rtopic "
+                   "exchange, through the proxy or not ({exchange} stands for its name, e.g. "
+                   "'{exchange}.archive'; it must exist): bound to NAME and NAME.bindings at "
+                   "each declaration, reached by every rewritten publish; a publish to an "
+                   "exchange whose archive is not bound is refused ([proxy] archive_stream).")
 @click.option("-c", "--config", "config_path", default=None,
               type=click.Path(exists=True, dir_okay=False),
               help="rtroute.toml: its [proxy] table (options given here win).")
@@ -52,7 +58,7 @@ from rtroute.proxy.server import ProxySettings
 def proxy(listen: tuple[str, ...], listen_tls: tuple[str, ...], uri: str | None,
           management_uri: str | None, certfile: str | None, keyfile: str | None,
           cacertfile: str | None, verify_peer: bool | None, reuse_port: bool | None,
-          client_in_flight: int | None, config_path: str | None, http_listen: str | None, cli_token: str | None,
+          client_in_flight: int | None, archive_stream: str | None, config_path: str | None, http_listen: str | None, cli_token: str | None,
           token_file: str | None, log_level: str, log_format: str) -> None:
     """An AMQP 0-9-1 proxy: x-rtopic exchanges as the plugin has them, for any client.
 
@@ -85,7 +91,8 @@ def proxy(listen: tuple[str, ...], listen_tls: tuple[str, ...], uri: str | None,
     given = {"listen": list(listen), "listen_tls": list(listen_tls), "uri": uri,
              "management_uri": management_uri, "certfile": certfile, "keyfile": keyfile,
              "cacertfile": cacertfile, "verify_peer": verify_peer, "reuse_port": reuse_port,
-             "client_in_flight": client_in_flight, "http": http_listen, "http_token": cli_token}
+             "client_in_flight": client_in_flight, "archive_stream": archive_stream,
+             "http": http_listen, "http_token": cli_token}
     for key, value in given.items():
         if value:
             setattr(settings, key, value)
@@ -94,6 +101,11 @@ def proxy(listen: tuple[str, ...], listen_tls: tuple[str, ...], uri: str | None,
         logging.getLogger("rtroute.proxy").warning(
             "--uri holds a password, which every user of this machine sees in `ps`: give it in "
             "RTROUTE_URI (or [broker] uri of a config file) instead")
+    if settings.archive_stream is not None:
+        try:
+            check_archive_stream(settings.archive_stream)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--archive-stream") from None
     if not settings.listen and not settings.listen_tls:
         settings.listen = ["127.0.0.1:5680"]
     try:

@@ -11,6 +11,7 @@
     cacertfile = "/etc/rtroute/ca.pem"      # with verify_peer = true
     reuse_port = true
     client_in_flight = 256                  # a client's unconfirmed routing keys (its share)
+    archive_stream = "{exchange}.archive"   # a stream keeping all that NAME is sent (default: none)
     http = "127.0.0.1:8421"                 # /livez /readyz /status /metrics (default: none)
     # http_token = "..."                    # needed when http is beyond loopback
 """
@@ -30,7 +31,7 @@ from rtroute.config.lines import (
 )
 from rtroute.ops.netaddr import is_loopback, split_hostport, split_listen
 from rtroute.proxy.confirm_meter import DEFAULT_BUDGET
-from rtroute.proxy.server import ProxySettings
+from rtroute.proxy.server import ProxySettings, check_archive_stream
 
 __all__ = ["load_proxy_settings", "loads_proxy_settings"]
 
@@ -101,6 +102,12 @@ def loads_proxy_settings(text: str, path: str | None = "rtroute.toml",
     settings.bcc_alias = reader.string("bcc_alias_header", default=settings.bcc_alias)
     settings.client_in_flight = reader.integer("client_in_flight", default=DEFAULT_BUDGET,
                                                minimum=1, maximum=1 << 30)
+    settings.archive_stream = reader.string("archive_stream", default=None, empty=False)
+    if settings.archive_stream is not None:
+        try:
+            check_archive_stream(settings.archive_stream)
+        except ValueError as exc:
+            raise reader.error_at(("archive_stream",), str(exc)) from None
     settings.http = reader.string("http", default=None, empty=False)
     settings.http_token = reader.string("http_token", default=None, empty=False)
     reader.finish()

@@ -11,8 +11,10 @@ module docstring for the whole list):
 - :meth:`Rewriter.bind`: ``queue.bind``/``unbind`` and ``exchange.bind``/``unbind`` from
   ``NAME`` bind from ``NAME.bindings`` after the plugin's permission check;
 - :meth:`Rewriter.route`: a publish to ``NAME`` (its publish frame and content header) routed
-  and sent as one publish to ``NAME.bindings`` with ``BCC`` = one binding key per destination,
-  or its channel refused when one header frame cannot carry the match set;
+  and sent as one publish to ``NAME.bindings`` with ``BCC`` = one binding key per destination
+  (and, with an archive stream, its key ``ARCHIVE_KEY``: every message reaches it), or its
+  channel refused when one header frame cannot carry the match set or the archive stream is
+  not bound;
 - the broker's ``channel.close`` texts that name ``NAME.bindings`` or the layout's fanout
   (:func:`renamed_in_close`, :func:`rtopic_named_in_close`, :func:`rtopic_type_in_close`),
   told as RabbitMQ tells them with the plugin.
@@ -34,6 +36,7 @@ from rtroute.core.headers import HeaderKeys
 from rtroute.proxy import wire
 from rtroute.proxy.catalog import BINDINGS_SUFFIX, LAYOUT_ARGUMENTS, REGISTRY_EXCHANGE
 from rtroute.proxy.permissions import read_probe
+from rtroute.routing.rtopic_layout import ARCHIVE_KEY
 
 if TYPE_CHECKING:
     from rtroute.proxy.catalog import RTopic, VhostCatalog
@@ -93,14 +96,36 @@ class Rewriter:
         publishing: the session's channel -> (exchange, its ``basic.publish`` frame) of each
             publish held for its content header (:meth:`route` takes it out).
         bcc_alias: the sidecar's BCC alias header, honoured and stripped here too.
+        archive: the archive stream of each x-rtopic exchange (``{exchange}`` stands for its
+            name), bound to ``NAME`` and to ``NAME.bindings`` with ``ARCHIVE_KEY`` at each
+            declaration; every publish carries that key in its ``BCC``, and a publish to an
+            exchange whose archive is not bound is refused. None: no archive.
     """
 
     def __init__(self, pumps: Pumps, publishing: dict[int, tuple[RTopic, bytes]],
-                 bcc_alias: str) -> None:
+                 bcc_alias: str, archive: str | None = None) -> None:
         self._pumps = pumps
         self._publishing = publishing
         self._bcc_alias = bcc_alias
         self._bcc_alias_wire = bcc_alias.encode("utf-8")
+        self._archive = archive
+
+    def archive_of(self, name: str) -> str | None:
+        """The archive stream of the x-rtopic exchange ``name`` (None: no archive)."""
+        return None if self._archive is None else self._archive.replace("{exchange}", name)
+
+    def _unarchived(self, channel: int, exchange: RTopic, out: list[bytes]) -> bool:
+        """True (and the channel refused, the publish not sent) when an archive is asked for
+        and ``exchange``'s is not bound to its ``NAME.bindings``: the message would be
+        confirmed and missing from the archive."""
+        queue = self.archive_of(exchange.name)
+        if queue is None or exchange.router.archived_to(("queue", queue)):
+            return False
+        self._pumps.refuse_channel(
+            channel, f"NOT_FOUND - rtroute proxy: archive stream '{queue}' not bound to "
+            f"x-rtopic exchange '{exchange.name}' (declare the stream, then the exchange "
+            "through the proxy: it binds it)", out, code=404)
+        return True
 
     def declare(self, channel: int, payload: bytes, frame: bytes, out: list[bytes],
                 catalog: VhostCatalog) -> bool:
@@ -142,6 +167,12 @@ class Rewriter:
         out.append(wire.declare(channel, name, b"fanout", bits, LAYOUT_ARGUMENTS))
         self._pumps.expect(channel, Expected(wire.EXCHANGE_DECLARE_OK, names=names,
                                         refused=name_refused))
+        archive = self.archive_of(text)
+        if archive is not None:  # what is published to NAME directly, and through a proxy
+            queue = archive.encode("utf-8")
+            for source, key in ((name, b""), (bindings, ARCHIVE_KEY.encode())):
+                out.append(wire.queue_bind(channel, queue, source, key))
+                self._pumps.expect(channel, Expected(wire.QUEUE_BIND_OK, names=names))
         out.append(wire.bind(channel, bindings, REGISTRY_EXCHANGE.encode(), name))
 
         def registered() -> None:
@@ -224,6 +255,8 @@ class Rewriter:
                 self._pumps.rewritten += 1
                 self._pumps.meter.published(channel, cached[2])
                 return
+        if self._archive is not None and self._unarchived(channel, exchange, out):
+            return
         routing_key = wire.publish_key(publish)
         # CC, BCC and the alias read from the frame (no table decoding): the common case
         read = HeaderKeys.read(header, self._bcc_alias_wire, MAX_QUERY_BYTES) \
@@ -250,11 +283,16 @@ class Rewriter:
                 bcc = self._one_publish(channel, key, plan, out)
                 if bcc is None:
                     return
+            if self._archive is not None and ARCHIVE_KEY not in bcc:
+                bcc = (*bcc, ARCHIVE_KEY)
             if bcc or read.drops:
                 header = read.rewrite(exchange.bcc_entry(bcc) if bcc else b"")
                 if not frame_fits(len(header), frame_max):
                     self._bcc_too_large(channel, out)
                     return
+        elif self._archive is not None:  # the broker may take what cannot be archived
+            self._unroutable(channel, plan.error, out)
+            return
         # else as published (a key too long for a query: the broker's own refusal)
         self._send_routed(channel, exchange, publish, header, out, cache_key,
                           1 + len(bcc) if bcc else 1)
@@ -290,6 +328,10 @@ class Rewriter:
             decision = router.decide(key, headers)
             if plan_key is not None:
                 exchange.keep_plan(plan_key, decision)
+        if self._archive is not None and (decision is None or decision.error is not None):
+            self._unroutable(channel, "a routing key that is not UTF-8" if decision is None
+                             else decision.error, out)
+            return
         if decision is None or decision.error is not None:
             # as published (a CC or BCC that is no array: the broker closes the channel as it
             # would with the plugin)
@@ -298,6 +340,8 @@ class Rewriter:
         bcc = self._one_publish(channel, key, decision, out)  # type: ignore[arg-type]
         if bcc is None:
             return
+        if self._archive is not None and ARCHIVE_KEY not in bcc:
+            bcc = (*bcc, ARCHIVE_KEY)
         if bcc or (headers is not None and ("BCC" in headers or self._bcc_alias in headers)):
             if edited is None:
                 edited = ContentHeader(header)
@@ -324,6 +368,13 @@ class Rewriter:
                 f"keys than one header frame of {self._pumps.frame_max} bytes can carry", out)
             return None
         return publishes[0].bcc if publishes else ()
+
+    def _unroutable(self, channel: int, error: str | None, out: list[bytes]) -> None:
+        """With an archive, a publish the router cannot route is refused (the broker might
+        confirm it, routed by its own rules, and the archive would miss it)."""
+        self._pumps.refuse_channel(
+            channel, f"PRECONDITION_FAILED - rtroute proxy: {error}: not routed, nor archived",
+            out)
 
     def _bcc_too_large(self, channel: int, out: list[bytes]) -> None:
         self._pumps.refuse_channel(

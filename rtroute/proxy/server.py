@@ -40,7 +40,7 @@ from rtroute.proxy.confirm_meter import DEFAULT_BUDGET
 from rtroute.proxy.session import ACTIVE_WINDOW, Session
 from rtroute.routing.exchange_router import DEFAULT_BCC_ALIAS
 
-__all__ = ["ProxyFatal", "ProxyServer", "ProxySettings"]
+__all__ = ["ProxyFatal", "ProxyServer", "ProxySettings", "check_archive_stream"]
 
 LOG = logging.getLogger(__name__)
 HIGH_WATER = 4 * 1024 * 1024
@@ -88,6 +88,11 @@ class ProxySettings:
         http: the ops endpoint's ``host:port`` (``/livez /readyz /status /metrics``); None:
             no endpoint.
         http_token: its bearer token, mandatory when ``http`` is beyond loopback.
+        archive_stream: the stream queue that keeps every message published to each x-rtopic
+            exchange (``{exchange}`` stands for its name, e.g. ``{exchange}.archive``), bound
+            by the proxy to ``NAME`` and to ``NAME.bindings`` with
+            :data:`~rtroute.routing.rtopic_layout.ARCHIVE_KEY`, a key every rewritten publish
+            carries in its ``BCC``; None: no archive.
     """
 
     uri: str
@@ -103,6 +108,7 @@ class ProxySettings:
     client_in_flight: int = DEFAULT_BUDGET
     http: str | None = None
     http_token: str | None = None
+    archive_stream: str | None = None
 
     def client_ssl_context(self) -> ssl.SSLContext | None:
         if not self.listen_tls:
@@ -113,6 +119,16 @@ class ProxySettings:
         context.load_cert_chain(self.certfile, self.keyfile)
         context.verify_mode = ssl.CERT_REQUIRED if self.verify_peer else ssl.CERT_NONE
         return context
+
+
+def check_archive_stream(template: str) -> None:
+    """Raises ValueError unless ``template`` can name a queue: ``{exchange}`` (the x-rtopic
+    exchange's name) is its only placeholder, and it is at most 255 bytes without it."""
+    rest = template.replace("{exchange}", "")
+    if "{" in rest or "}" in rest:
+        raise ValueError(f"archive_stream {template!r}: {{exchange}} is its only placeholder")
+    if not template.strip() or len(rest.encode("utf-8")) > 255:
+        raise ValueError(f"archive_stream {template!r} cannot name a queue (1 to 255 bytes)")
 
 
 def _no_delay(transport: asyncio.BaseTransport) -> None:
@@ -145,7 +161,8 @@ class _ClientProtocol(asyncio.Protocol):
                                self._server.settings.bcc_alias, self._server.stats.refused,
                                on_open=self._authenticated,
                                in_flight=self._server.settings.client_in_flight,
-                               others_active=self._server.others_active)
+                               others_active=self._server.others_active,
+                               archive=self._server.settings.archive_stream)
         self._server.sessions.add(self.session)
         self.data_received = self._first_bytes  # type: ignore[method-assign]
         self._deadline = self._server.loop.call_later(HANDSHAKE_TIMEOUT, self._too_slow)

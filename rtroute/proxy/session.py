@@ -150,6 +150,8 @@ class Session:
             which the client is not read until confirms come (:mod:`.confirm_meter`).
         others_active: ``others_active(session)``: how many other clients are active (sent
             something in the last :data:`ACTIVE_WINDOW` s); None: none are counted.
+        archive: the archive stream of each x-rtopic exchange (see
+            :class:`~rtroute.proxy.rewrite.Rewriter`); None: none.
 
     Size: one state machine per client connection (see the module's Size paragraph): the pumps
     and the answers they hold share its per-channel state; the rewriters
@@ -161,7 +163,8 @@ class Session:
                  bcc_alias: str, on_refusal: Callable[[str], Any] | None = None,
                  on_open: Callable[[], Any] | None = None,
                  in_flight: int = DEFAULT_BUDGET,
-                 others_active: Callable[[Session], int] | None = None) -> None:
+                 others_active: Callable[[Session], int] | None = None,
+                 archive: str | None = None) -> None:
         self._catalogs = catalogs
         self._on_refusal = on_refusal
         self._on_open = on_open
@@ -186,7 +189,7 @@ class Session:
         # channel -> (exchange, its basic.publish frame) of a publish held for its header
         self._publishing: dict[int, tuple[RTopic, bytes]] = {}
         # what the client's frames become for x-rtopic exchanges (rtroute.proxy.rewrite)
-        self.rewriter = Rewriter(self, self._publishing, bcc_alias)
+        self.rewriter = Rewriter(self, self._publishing, bcc_alias, archive)
         self._closing: dict[int, list[bool]] = {}  # channel -> [client ok, broker ok]
         self._closed_by_broker: dict[int, asyncio.Event] = {}
         self._refusal: str | None = None  # why the broker cannot be reached (see refuse())

@@ -117,6 +117,7 @@ __all__ = [
     "parse_declare",
     "parse_delete",
     "publish_key_and_bits",
+    "queue_bind",
     "rename_exchange",
     "short",
     "shortstr",
@@ -233,6 +234,12 @@ def bind(channel: int, destination: bytes, source: bytes, routing_key: bytes) ->
     """``exchange.bind`` (waiting for bind-ok), no arguments."""
     return method_frame(channel, EXCHANGE_BIND, b"\x00\x00" + shortstr(destination) +
                         shortstr(source) + shortstr(routing_key) + b"\x00\x00\x00\x00\x00")
+
+
+def queue_bind(channel: int, queue: bytes, exchange: bytes, routing_key: bytes) -> bytes:
+    """``queue.bind`` (waiting for bind-ok), no arguments."""
+    return method_frame(channel, QUEUE_BIND, b"\x00\x00" + shortstr(queue) + shortstr(exchange) +
+                        shortstr(routing_key) + b"\x00\x00\x00\x00\x00")
 
 
 def unbind(channel: int, method: int, destination: bytes, source: bytes,

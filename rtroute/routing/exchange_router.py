@@ -22,6 +22,7 @@ from rtroute.core import MAX_BINDING_BYTES, MAX_QUERY_BYTES, ForwardMatcher, RTo
 from rtroute.core.keys import decode_key
 from rtroute.routing import PreconditionFailed, extra_routing_keys
 from rtroute.routing.delivery_plan import Destination, Publish, bcc_fits, plan_delivery
+from rtroute.routing.rtopic_layout import ARCHIVE_KEY
 
 __all__ = ["DEFAULT_BCC_ALIAS", "DEFAULT_FRAME_MAX", "ERROR_HEADER", "FRAME_OVERHEAD",
            "BrokerRoutedRouter", "Decision", "ExchangeRouter", "field_table_size"]
@@ -133,11 +134,19 @@ class ExchangeRouter:
         # bound keys holding '*'/'#' words: RabbitMQ's topic NAME.bindings treats them as
         # wildcards, so the planner must know what they catch
         self._wildcards = ForwardMatcher()
+        # destinations bound with ARCHIVE_KEY: archive streams, which a proxy reaches by that
+        # key in every BCC; never a destination of routing (rtroute.routing.rtopic_layout)
+        self._archives: set[Destination] = set()
 
     # -- bindings (fed by the binding watcher or the static config) --------------------------
     def bind(self, destination: Destination, key: str) -> bool:
         """Adds a binding of ``destination`` ("queue"|"exchange", name) with ``key``."""
         destination = _check_destination(destination)
+        if key == ARCHIVE_KEY:
+            with self._table_lock:
+                added = destination not in self._archives
+                self._archives.add(destination)
+            return added
         with self._table_lock:
             added = self._table.bind(destination, key)
         if added and _has_wildcard(key) and len(self._table.destinations(key)) == 1:
@@ -146,6 +155,11 @@ class ExchangeRouter:
 
     def unbind(self, destination: Destination, key: str) -> bool:
         """Removes one binding; returns False if it was not known."""
+        if key == ARCHIVE_KEY:
+            with self._table_lock:
+                removed = destination in self._archives
+                self._archives.discard(destination)
+            return removed
         with self._table_lock:
             removed = self._table.unbind(destination, key)
         if removed and _has_wildcard(key) and not self._table.destinations(key):
@@ -179,6 +193,7 @@ class ExchangeRouter:
         wanted = set(bindings)
         with self._table_lock:
             current = set(self._table.items())
+            current.update((dest, ARCHIVE_KEY) for dest in self._archives)
         for dest, key in current - wanted:
             self.unbind(dest, key)
         for dest, key in wanted - current:
@@ -188,12 +203,17 @@ class ExchangeRouter:
         """Every known ``((type, name), key)``, sorted. Safe from another thread while the
         owner binds (status pages, a publisher's caller)."""
         with self._table_lock:
-            known = self._table.items()
+            known = list(self._table.items())
+            known.extend((dest, ARCHIVE_KEY) for dest in self._archives)
         return sorted(known)
 
     def binding_count(self) -> int:
         """How many bindings are known (cheap, from any thread)."""
-        return self._table.binding_count()
+        return self._table.binding_count() + len(self._archives)
+
+    def archived_to(self, destination: Destination) -> bool:
+        """Whether ``destination`` is bound with :data:`ARCHIVE_KEY` (an archive stream)."""
+        return destination in self._archives
 
     # -- decisions ------------------------------------------------------------------------
     def decide(self, routing_key: Any, headers: Mapping[str, Any] | None = None) -> Decision:

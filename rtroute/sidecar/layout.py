@@ -2,7 +2,9 @@
 ``NAME``: the exchange ``NAME`` (fanout, what publishers publish to), ``NAME.bindings`` (where
 applications bind), the durable single-active-consumer ingress queue ``rtroute.ingress.NAME``
 (or, sharded, ``NAME.shards`` and its queues ``rtroute.shard.NAME.0`` ...), the archive stream
-``archive_stream`` bound to ``NAME`` when the config names one, and ``rtroute.dead`` for the
+``archive_stream`` bound to ``NAME`` (and to ``NAME.bindings`` with the archive key, which a
+proxy's rewritten publishes carry: see :mod:`rtroute.routing.rtopic_layout`) when the config
+names one, and ``rtroute.dead`` for the
 dead letters of every exchange.
 """
 from __future__ import annotations
@@ -17,7 +19,7 @@ from rtroute.routing.exchange_router import ExchangeRouter
 
 # the argument an x-rtopic exchange's fanout NAME is declared with (by the sidecar and the
 # proxy): the proxy follows a registration of NAME only for such a NAME (rtroute.proxy.catalog)
-from rtroute.routing.rtopic_layout import LAYOUT_ARGUMENT, LAYOUT_VALUE
+from rtroute.routing.rtopic_layout import ARCHIVE_KEY, LAYOUT_ARGUMENT, LAYOUT_VALUE
 
 if TYPE_CHECKING:
     from rtroute.sidecar.exchange import ManagedExchange
@@ -93,6 +95,11 @@ def declarations_for(spec: ExchangeSpec, rtopic_bindings_type: str = "topic") ->
             {"method": "queue.bind", "queue": spec.archive_stream, "exchange": spec.name,
              "routing_key": ""},
         ]
+        if spec.kind == "rtopic":
+            # what a proxy publishes to NAME.bindings in NAME's stead (the sidecar's own
+            # republishes never carry that key: each message is archived once, at NAME)
+            decls.append({"method": "queue.bind", "queue": spec.archive_stream,
+                          "exchange": spec.bindings_exchange, "routing_key": ARCHIVE_KEY})
     for b in spec.bindings:
         if b.destination_type == "queue":
             decls.append({"method": "queue.bind", "queue": b.destination,

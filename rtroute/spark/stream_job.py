@@ -1,18 +1,27 @@
-"""``rtroute spark stream``: route a RabbitMQ stream micro-batch by micro-batch into Parquet.
+"""``rtroute spark stream``: route a RabbitMQ stream micro-batch by micro-batch into files.
 
 The stream is read with the ``rtroute-rabbitmq-stream`` source (:mod:`rtroute.spark.stream_source`),
-routed with :func:`rtroute.spark.route` (the same columns as ``spark route`` writes), and each
-micro-batch is written to its own directory ``OUT/batch=N`` (N = Spark's batch id, 8 digits):
-under a hidden temporary name first, renamed into place once complete. A batch that Spark runs
-again after a crash (its offsets were logged in the checkpoint, its commit was not) finds its
-directory already there and is not written twice; one that was cut short left only a hidden
-temporary directory, which readers skip and the next run removes. So any reader of ``OUT``
-(Spark, pyarrow, pandas) sees each message of the stream exactly once. Spark reads ``batch`` as
-a partition column.
+routed with :func:`rtroute.spark.route` (the same columns as ``spark route`` writes), and
+written by one of two sinks:
 
-``OUT/_rtroute_stream`` names the query (its id in the checkpoint) whose batches ``OUT`` holds,
-so that a new checkpoint, whose batch ids start again at 0, is refused instead of silently
-finding "its" batches already written.
+- **Spark's own** (the default): ``writeStream.format(FORMAT)`` into ``OUT``, any format Spark
+  has on its classpath (parquet, json, csv, orc, or delta when its package is added). File
+  formats go through Spark's file sink, exactly once by its metadata log ``OUT/_spark_metadata``:
+  a batch is listed there once complete, a batch Spark runs again after a crash whose files
+  are listed already is skipped, and Spark's readers of ``OUT`` read only listed files. CSV
+  cannot hold arrays, maps or binary: those columns are written as JSON and base64 text.
+- **Batch directories** (``batch_directories``): each micro-batch to its own directory
+  ``OUT/batch=N`` (N = Spark's batch id, 8 digits), under a hidden temporary name first,
+  renamed into place once complete, from a ``foreachBatch``. A batch that Spark runs again
+  after a crash (its offsets were logged in the checkpoint, its commit was not) finds its
+  directory already there and is not written twice; one that was cut short left only a hidden
+  temporary directory, which readers skip and the next run removes. So any reader of ``OUT``
+  (Spark, pyarrow, pandas), not only those that honour Spark's metadata log, sees each message
+  of the stream exactly once. Spark reads ``batch`` as a partition column.
+
+``OUT/_rtroute_stream`` names the query (its id in the checkpoint, and the checkpoint) whose
+output ``OUT`` holds, so that a new checkpoint, whose batch ids start again at 0, is refused
+instead of silently finding "its" batches already written (both sinks would skip them).
 """
 from __future__ import annotations
 
@@ -28,11 +37,13 @@ if TYPE_CHECKING:
 
     from rtroute.spark.job import BindingsArg, RouteStats
 
-__all__ = ["MARKER", "OutputError", "StreamRunStats", "batch_directory", "run_stream",
-           "source_options"]
+__all__ = ["MARKER", "OutputError", "StreamRunStats", "batch_directory", "check_format",
+           "run_stream", "source_options"]
 
 MARKER = "_rtroute_stream"
 _BATCH_PREFIX = "batch="
+SPARK_METADATA = "_spark_metadata"  # the file sink's log of the batches it committed
+DEFAULT_FORMAT = "parquet"
 
 
 class OutputError(RuntimeError):
@@ -77,10 +88,12 @@ class _Files:
     def exists(self, path: str) -> bool:
         return bool(self._fs.exists(self._path(path)))
 
-    def names(self) -> list[str]:
-        if not self.exists(self.root):
+    def names(self, path: str | None = None) -> list[str]:
+        """The names in ``path`` (default: the root); none when it does not exist."""
+        path = path or self.root
+        if not self.exists(path):
             return []
-        return [status.getPath().getName() for status in self._fs.listStatus(self._path(self.root))]
+        return [status.getPath().getName() for status in self._fs.listStatus(self._path(path))]
 
     def delete(self, path: str) -> None:
         self._fs.delete(self._path(path), True)
@@ -113,9 +126,10 @@ def _query_id(files: _Files, checkpoint: str) -> str | None:
     return json.loads(text.splitlines()[0]).get("id")
 
 
-def _check_output(out: _Files, checkpoint_files: _Files) -> None:
-    """Refuses an ``OUT`` that holds another query's batches; removes the temporary
-    directories of batches cut short.
+def _check_output(out: _Files, checkpoint_files: _Files, batch_directories: bool = True
+                  ) -> None:
+    """Refuses an ``OUT`` that holds another query's output, or the other sink's; removes the
+    temporary directories of batches cut short.
 
     Raises:
         OutputError: it does.
@@ -129,12 +143,77 @@ def _check_output(out: _Files, checkpoint_files: _Files) -> None:
             f"{out.root} holds the batches of query {owner}, but the checkpoint "
             f"{checkpoint_files.root} is {'of query ' + query if query else 'new'}: give a new "
             "--out, or the --checkpoint that wrote it")
-    if owner is None and any(n.startswith(_BATCH_PREFIX) for n in names):
+    directories = any(n.startswith(_BATCH_PREFIX) for n in names)
+    if owner is None and directories:
         raise OutputError(f"{out.root} holds batch directories of an unknown query: give a new "
                           "--out")
+    if owner is None and _sink_batches(out):
+        raise OutputError(f"{out.root} holds the output of an unknown query (Spark's file sink "
+                          f"log {SPARK_METADATA} lists batches): give a new --out")
+    if batch_directories and SPARK_METADATA in names:
+        raise OutputError(f"{out.root} holds the output of Spark's file sink ({SPARK_METADATA}), "
+                          "not batch directories: leave out --batch-directories, or give a new "
+                          "--out")
+    if not batch_directories and directories:
+        raise OutputError(f"{out.root} holds batch directories (written with "
+                          "--batch-directories): add it, or give a new --out")
     for name in names:
         if name.startswith(f".{_BATCH_PREFIX}") and name.endswith(".partial"):
             out.delete(out.child(name))
+
+
+def _sink_batches(out: _Files) -> list[int]:
+    """The batch ids that Spark's file sink logged in ``OUT/_spark_metadata`` (its files are
+    named by batch id, ``N`` or ``N.compact``)."""
+    return [int(name.split(".")[0]) for name in out.names(out.child(SPARK_METADATA))
+            if name[:1].isdigit()]
+
+
+def check_format(spark: SparkSession, name: str) -> str:
+    """``name`` if Spark has a data source of that name on its classpath that can take the
+    routed rows, checked on the driver before any query starts.
+
+    Raises:
+        OutputError: it has none (the reason Spark gave), or ``text`` (one string column).
+    """
+    from py4j.protocol import Py4JJavaError
+
+    fmt = name.strip().lower()
+    if fmt == "text":
+        raise OutputError("--format text writes one string column, and routed rows have many: "
+                          "use json or csv")
+    jvm = spark._jvm
+    try:
+        jvm.org.apache.spark.sql.execution.datasources.DataSource.lookupDataSource(
+            fmt, spark._jsparkSession.sessionState().conf())
+    except Py4JJavaError as exc:
+        reason = str(exc.java_exception.getMessage() or exc.java_exception.toString())
+        raise OutputError(f"unknown output format {name!r}: {reason.splitlines()[0]} (built "
+                          "in: parquet, json, csv, orc; others need their package, e.g. "
+                          "--conf spark.jars.packages=...)") from None
+    except Exception as exc:  # noqa: BLE001 - Spark's AnalysisException: a module not deployed
+        raise OutputError(f"unknown output format {name!r}: {str(exc).splitlines()[0]}"
+                          ) from None
+    return fmt
+
+
+def _for_format(frame: DataFrame, fmt: str) -> DataFrame:
+    """``frame`` as ``fmt`` can hold it: CSV takes no arrays, maps, structs or binary, so those
+    columns become JSON and base64 text; any other format takes the rows as they are."""
+    if fmt != "csv":
+        return frame
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    columns = []
+    for field in frame.schema.fields:
+        column = F.col(f"`{field.name}`")
+        if isinstance(field.dataType, (T.ArrayType, T.MapType, T.StructType)):
+            column = F.to_json(column)
+        elif isinstance(field.dataType, T.BinaryType):
+            column = F.base64(column)
+        columns.append(column.alias(field.name))
+    return frame.select(*columns)
 
 
 def _offsets(value: Any) -> dict[str, int]:
@@ -182,7 +261,9 @@ def run_stream(spark: SparkSession, *, uri: str, streams: list[str], bindings: B
                trigger_interval: float | None = None, starting_offset: str = "first",
                max_records: int | None = None, options: dict[str, str] | None = None,
                stats: RouteStats | None = None, echo: Callable[[str], None] | None = None,
-               should_stop: Callable[[], bool] | None = None) -> StreamRunStats:
+               should_stop: Callable[[], bool] | None = None,
+               output_format: str = DEFAULT_FORMAT,
+               batch_directories: bool = False) -> StreamRunStats:
     """Routes ``streams`` into ``out`` until stopped (``available_now``: until what the
     streams held at the start is written).
 
@@ -205,9 +286,13 @@ def run_stream(spark: SparkSession, *, uri: str, streams: list[str], bindings: B
         echo: progress lines, one per micro-batch.
         should_stop: polled twice a second; a true value stops the query at once (a batch
             cut short is done again, from the same offsets, by the next run).
+        output_format: a data source of Spark's (see :func:`check_format`).
+        batch_directories: one directory per micro-batch, from a ``foreachBatch`` (see the
+            module docstring); else Spark's own sink.
 
     Raises:
-        OutputError: ``out`` holds another query's batches, or a rename failed.
+        OutputError: ``out`` holds another query's output or the other sink's, a rename
+            failed, or Spark has no such ``output_format``.
         ValueError, TypeError: bad options or bindings.
         pyspark.errors.StreamingQueryException: the query failed.
     """
@@ -216,9 +301,12 @@ def run_stream(spark: SparkSession, *, uri: str, streams: list[str], bindings: B
 
     echo = echo or (lambda _line: None)
     register_stream_source(spark)
+    fmt = check_format(spark, output_format)
     files = _Files(spark, out)
     checkpoint_files = _Files(spark, checkpoint)
-    _check_output(files, checkpoint_files)
+    _check_output(files, checkpoint_files, batch_directories)
+    # batches Spark's file sink committed already: run again after a crash, it skips them
+    committed = max(_sink_batches(files), default=-1)
     source = source_options(uri, streams, starting_offset, max_records, options)
     routed = route(spark.readStream.format(NAME).options(**source).load(), bindings, kind,
                    stats=stats)
@@ -236,7 +324,8 @@ def run_stream(spark: SparkSession, *, uri: str, streams: list[str], bindings: B
                  "checkpoint": checkpoint_files.root}) + "\n")
         partial = files.child(f".{batch_directory(batch_id)}.{uuid.uuid4().hex[:12]}.partial")
         try:
-            frame.write.parquet(partial)
+            _for_format(frame, fmt).write.format(fmt).options(
+                **({"header": "true"} if fmt == "csv" else {})).save(partial)
             if not files.rename(partial, target):
                 raise OutputError(f"could not rename {partial} to {target}")
         finally:
@@ -251,7 +340,14 @@ def run_stream(spark: SparkSession, *, uri: str, streams: list[str], bindings: B
         nonlocal reported
         for progress in query.recentProgress:
             batch_id = progress["batchId"]
-            if batch_id <= reported or batch_id not in written:
+            if batch_id <= reported:
+                continue
+            if not batch_directories:  # Spark's sink: every batch with rows wrote to OUT
+                already = batch_id <= committed  # skipped by the sink, its rows not read
+                if not already and not progress.get("numInputRows"):
+                    continue
+                written[batch_id] = (f"{files.root} ({fmt})", already)
+            if batch_id not in written:
                 continue
             reported = batch_id
             target, already = written[batch_id]
@@ -262,14 +358,23 @@ def run_stream(spark: SparkSession, *, uri: str, streams: list[str], bindings: B
                 result.messages += progress.get("numInputRows", 0)
             echo(_progress_line(progress, target, already))
 
-    writer = routed.writeStream.foreachBatch(write_batch).option("checkpointLocation",
-                                                                 checkpoint_files.root)
+    if batch_directories:
+        writer = routed.writeStream.foreachBatch(write_batch)
+    else:
+        writer = _for_format(routed, fmt).writeStream.format(fmt).option("path", files.root)
+        if fmt == "csv":
+            writer = writer.option("header", "true")  # each file names its columns
+    writer = writer.option("checkpointLocation", checkpoint_files.root)
     if available_now:
         writer = writer.trigger(availableNow=True)
     elif trigger_interval is not None:
         writer = writer.trigger(processingTime=f"{trigger_interval} seconds")
     started = time.monotonic()
     query = writer.start()
+    if not batch_directories and not files.exists(files.child(MARKER)):
+        # OUT is this query's (its first batch takes longer than this to commit)
+        files.write_text(files.child(MARKER), json.dumps(
+            {"query": str(query.id), "checkpoint": checkpoint_files.root}) + "\n")
     try:
         while not query.awaitTermination(0.5):
             report()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rtroute.config.rtroute_toml import ConfigError, loads
+from rtroute.routing.rtopic_layout import ARCHIVE_KEY
 from rtroute.sidecar.layout import declarations_for
 
 
@@ -32,7 +33,10 @@ def test_without_it_nothing_is_declared_for_an_archive():
     assert not [d for d in declarations_for(spec) if d.get("queue", "").endswith(".archive")]
     sharded = _exchange('shards = 2\narchive_stream = "logs.archive"\n')
     binds = [d for d in declarations_for(sharded) if d.get("queue") == "logs.archive"]
-    assert [d["method"] for d in binds] == ["queue.declare", "queue.bind"]
+    # bound to NAME, and to NAME.bindings with the archive key for a proxy's publishes
+    assert [(d["method"], d.get("exchange"), d.get("routing_key")) for d in binds] == [
+        ("queue.declare", None, None), ("queue.bind", "logs", ""),
+        ("queue.bind", "logs.bindings", ARCHIVE_KEY)]
 
 
 @pytest.mark.parametrize(("lines", "line", "message"), [

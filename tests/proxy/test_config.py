@@ -91,3 +91,24 @@ def test_the_client_budget_is_read_and_checked_on_its_line():
         loads_proxy_settings('[proxy]\nreuse_port = false\nclient_in_flight = 0\n', "r.toml")
     with pytest.raises(ConfigError, match=r"r\.toml:2: .*client_in_flight"):
         loads_proxy_settings('[proxy]\nclient_in_flight = "many"\n', "r.toml")
+
+
+def test_the_archive_stream_is_a_queue_name_with_one_placeholder():
+    settings = loads_proxy_settings('[proxy]\narchive_stream = "{exchange}.archive"\n')
+    assert settings.archive_stream == "{exchange}.archive"
+    assert loads_proxy_settings("[proxy]\n").archive_stream is None
+    with pytest.raises(ConfigError, match="only placeholder") as raised:
+        loads_proxy_settings('[proxy]\nlisten = "127.0.0.1:5680"\narchive_stream = "{name}.a"\n',
+                             "r.toml")
+    assert str(raised.value).startswith("r.toml:3:")
+    with pytest.raises(ConfigError, match="1 to 255 bytes"):
+        loads_proxy_settings(f'[proxy]\narchive_stream = "{"a" * 256}"\n')
+
+
+def test_a_bad_archive_stream_option_is_refused_before_start():
+    from click.testing import CliRunner
+
+    from rtroute.cli import main
+
+    result = CliRunner().invoke(main, ["proxy", "--archive-stream", "{exchange"])
+    assert result.exit_code == 2 and "only placeholder" in result.output

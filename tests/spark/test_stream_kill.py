@@ -1,7 +1,8 @@
 """`rtroute spark stream` stopped by SIGTERM, then killed with kill -9 in the middle of a
 micro-batch (the command, its JVM and its Python workers at once, as a crash of the machine
 would), then started again: every message of the stream is in the output exactly once, routed
-as the library routes it."""
+as the library routes it; with Spark's file sink (the default: read through its log, as
+Spark's readers read it) and with batch directories (read by pyarrow)."""
 from __future__ import annotations
 
 import os
@@ -54,21 +55,31 @@ def _wrote_a_batch(log, process) -> bool:
         or process.poll() is not None
 
 
+def _written(out, sink: tuple[str, ...]) -> set[str]:
+    """The batches written to ``out``: its batch directories, or the batches the file sink
+    logged."""
+    if sink:
+        return {p.name for p in out.iterdir() if p.name.startswith("batch=")}
+    return {p.name for p in (out / "_spark_metadata").iterdir() if p.name[:1].isdigit()}
+
+
+@pytest.mark.parametrize("sink", [(), ("--batch-directories",)],
+                         ids=["spark-file-sink", "batch-directories"])
 def test_sigterm_then_kill_9_mid_batch_then_restart_write_each_message_exactly_once(
-        broker_uri, tmp_path):
+        spark, broker_uri, tmp_path, sink):
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     with rabbit_stream(broker_uri) as stream:
         command = [sys.executable, "-m", "rtroute.cli", "spark", "stream", "--uri", broker_uri,
                    "--stream", stream, "--bindings", bindings_file(tmp_path), "--out", str(out),
                    "--checkpoint", str(checkpoint), "--max-records-per-trigger", "500",
-                   "--master", "local[2]"]
+                   "--master", "local[2]", *sink]
         publish(broker_uri, stream, messages(COUNT, seed=9))
 
         def start(log):
             # its own process group, so that a kill reaches its JVM and Python workers too
-            with log.open("wb") as sink:  # the child keeps its own descriptor
-                return subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT,
+            with log.open("wb") as log_file:  # the child keeps its own descriptor
+                return subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT,
                                         env=env, start_new_session=True)
 
         # 1. without --available-now it runs until SIGTERM, then stops cleanly, JVM and all
@@ -84,7 +95,7 @@ def test_sigterm_then_kill_9_mid_batch_then_restart_write_each_message_exactly_o
         finally:
             if not _gone(process.pid):
                 os.killpg(process.pid, signal.SIGKILL)
-        first = {p.name for p in out.iterdir() if p.name.startswith("batch=")}
+        first = _written(out, sink)
         assert first
 
         # 2. kill -9 of the whole process group while a batch runs
@@ -101,7 +112,7 @@ def test_sigterm_then_kill_9_mid_batch_then_restart_write_each_message_exactly_o
             if not _gone(process.pid):
                 os.killpg(process.pid, signal.SIGKILL)
         assert _in_flight(checkpoint) == running  # it died mid-batch: logged, not committed
-        second = {p.name for p in out.iterdir() if p.name.startswith("batch=")}
+        second = _written(out, sink)
         assert first < second and len(second) < COUNT // 500
 
         # 3. started again, it finishes: every message once
@@ -110,8 +121,12 @@ def test_sigterm_then_kill_9_mid_batch_then_restart_write_each_message_exactly_o
         assert again.returncode == 0, again.stderr[-3000:]
         assert "| messages " in again.stdout
         assert not [p for p in out.iterdir() if p.name.endswith(".partial")]
-        rows = ds.dataset(str(out), format="parquet", partitioning="hive").to_table(
-            columns=["stream", "offset", "destinations", "error"]).to_pylist()
+        if sink:
+            rows = ds.dataset(str(out), format="parquet", partitioning="hive").to_table(
+                columns=["stream", "offset", "destinations", "error"]).to_pylist()
+        else:  # Spark's readers read the files its log lists (not those of the batch cut short)
+            rows = [r.asDict() for r in spark.read.parquet(str(out)).select(
+                "stream", "offset", "destinations", "error").collect()]
         assert sorted(r["offset"] for r in rows) == list(range(COUNT))  # each exactly once
         assert {r["stream"] for r in rows} == {stream}
         expected = expected_routing(read_back(broker_uri, stream, COUNT))

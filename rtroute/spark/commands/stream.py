@@ -1,5 +1,6 @@
-"""``rtroute spark stream``: route a RabbitMQ stream as it grows, one Parquet directory per
-micro-batch, until stopped (SIGINT, SIGTERM) or, with ``--available-now``, caught up."""
+"""``rtroute spark stream``: route a RabbitMQ stream as it grows into Spark's file sink (Parquet
+by default, any ``--format`` Spark has) or one directory per micro-batch, until stopped (SIGINT,
+SIGTERM) or, with ``--available-now``, caught up."""
 from __future__ import annotations
 
 import contextlib
@@ -33,8 +34,17 @@ __all__ = ["stream_command"]
               help="Stream to read (repeatable: the partitions of a super stream, say).")
 @bindings_option
 @click.option("--out", "out_path", required=True,
-              help="Output directory: one Parquet directory per micro-batch, OUT/batch=N, with "
-                   "the messages plus destinations, delivered_headers and error.")
+              help="Output directory: the messages plus destinations, delivered_headers and "
+                   "error, written by Spark's file sink (its log in OUT/_spark_metadata), or "
+                   "one directory per micro-batch, OUT/batch=N, with --batch-directories.")
+@click.option("--format", "output_format", default="parquet", show_default=True,
+              metavar="FORMAT",
+              help="Any data source Spark has on its classpath: parquet, json, csv (arrays, "
+                   "maps and binary as JSON and base64 text), orc, delta (add its package), ...")
+@click.option("--batch-directories", is_flag=True,
+              help="Write each micro-batch to its own directory OUT/batch=N, renamed into "
+                   "place once complete, so that any reader (pyarrow, pandas), not only "
+                   "Spark's, sees each message once.")
 @click.option("--checkpoint", "checkpoint", required=True,
               help="Spark checkpoint directory: where the query goes on from after a stop.")
 @click.option("--available-now", is_flag=True,
@@ -56,17 +66,20 @@ __all__ = ["stream_command"]
 @env_archive_option
 @kind_option
 def stream_command(uri: str, streams: tuple[str, ...], bindings_path: str, out_path: str,
-                   checkpoint: str, available_now: bool, trigger_interval: float | None,
+                   checkpoint: str, output_format: str, batch_directories: bool,
+                   available_now: bool, trigger_interval: float | None,
                    starting_offset: str, max_records_per_trigger: int | None,
                    source_options_given: tuple[str, ...], master: str, conf: tuple[str, ...],
                    env_archive: str | None, kind: str) -> None:
-    """Route a RabbitMQ stream as it grows: one Parquet directory per micro-batch.
+    """Route a RabbitMQ stream as it grows, into Spark's file sink (or batch directories).
 
     \b
-    Each micro-batch is routed as `spark route` routes an archive and written to OUT/batch=N
-    (renamed into place once complete). Offsets live in --checkpoint: a restarted command,
-    even after kill -9, goes on where it stopped and writes each message exactly once.
-    Without --available-now it runs until Ctrl-C or SIGTERM.
+    Each micro-batch is routed as `spark route` routes an archive and written by Spark's
+    file sink in --format (Spark's readers of OUT see only what its log OUT/_spark_metadata
+    lists), or with --batch-directories to OUT/batch=N (renamed into place once complete).
+    Offsets live in --checkpoint: a restarted command, even after kill -9, goes on where it
+    stopped and writes each message exactly once. Without --available-now it runs until
+    Ctrl-C or SIGTERM.
     \b
     Example:
       rtroute spark stream --stream orders --bindings bindings.toml \\
@@ -108,8 +121,8 @@ def stream_command(uri: str, streams: tuple[str, ...], bindings_path: str, out_p
                 checkpoint=checkpoint, kind=kind, available_now=available_now,
                 trigger_interval=trigger_interval, starting_offset=starting_offset,
                 max_records=max_records_per_trigger, options=options, stats=stats,
-                echo=echo_err,
-                should_stop=stopping.is_set))
+                echo=echo_err, should_stop=stopping.is_set, output_format=output_format,
+                batch_directories=batch_directories))
     except OutputError as exc:
         raise click.ClickException(str(exc)) from None
     except StreamingQueryException as exc:
