@@ -225,6 +225,18 @@ class ExchangeRouter:
             return None
         return tuple(chosen)
 
+    def routes_as_published(self, routing_key: bytes | str) -> bool:
+        """Whether a message with this routing key and no ``CC``, ``BCC`` or alias header is
+        published to ``NAME.bindings`` as it is (no ``BCC``, its own key), without planning:
+        a key with no ``*``/``#`` (its rtopic match is the key itself, bound or not) on a
+        ``NAME.bindings`` that routes it to exactly that key's destinations (direct, or topic
+        holding no wildcard keys), unless ``by_matched_key``. The proxy's and the publisher's
+        literal keys take this (10,000 keys in turn defeat every cache of plans). False says
+        only: plan it."""
+        marks = (b"*", b"#") if type(routing_key) is bytes else ("*", "#")
+        return marks[0] not in routing_key and marks[1] not in routing_key and \
+            not self.by_matched_key and not self._legacy()
+
     def decide_many(self, messages: Sequence[tuple[str, Mapping[str, Any] | None]]
                     ) -> list[Decision]:
         """Decides each ``(routing_key, headers)``; bad messages get ``error``, never raise.

@@ -220,3 +220,20 @@ def test_a_hash_publish_over_20000_bindings_names_each_of_100_queues_once():
     assert len(p.bcc) == 100 and {r.destinations_of(k).pop() for k in p.bcc} == \
         {("queue", f"q{i}") for i in range(100)}
     assert len(d.matched) == 20_000
+
+
+def test_a_literal_key_routes_as_published_where_the_bindings_exchange_routes_it_alike():
+    """ExchangeRouter.routes_as_published: a key with no '*'/'#' is sent as it is (no BCC)
+    on a direct NAME.bindings, or a topic one without wildcard keys; not by matched key."""
+    r = ExchangeRouter("logs", bindings_type="topic")
+    r.bind(("queue", "q1"), "a.b")
+    assert r.routes_as_published("a.b") and r.routes_as_published(b"c.d")
+    assert not r.routes_as_published("a.*") and not r.routes_as_published(b"#.b")
+    (d,) = r.decide_many([("a.b", None)])
+    assert [(p.routing_key, p.bcc) for p in d.publishes] == [("a.b", ())]
+    r.bind(("queue", "q2"), "a.*")  # a topic NAME.bindings treats it as a wildcard
+    assert not r.routes_as_published("a.b")
+    r.bindings_type = "direct"
+    assert r.routes_as_published("a.b")
+    assert not ExchangeRouter("logs", bindings_type="direct",
+                              by_matched_key=True).routes_as_published("a.b")
