@@ -258,11 +258,23 @@ class Rewriter:
         if self._archive is not None and self._unarchived(channel, exchange, out):
             return
         routing_key = wire.publish_key(publish)
+        archive = self._archive is not None  # then every publish carries ARCHIVE_KEY
+        if cache_key is not None and not archive and \
+                exchange.router.routes_as_published(routing_key):
+            # a literal key and no headers: sent as published, nothing planned (a new key
+            # per message misses every cache; its plan would be "no BCC" anyway)
+            self._send_routed(channel, exchange, publish, header, out, cache_key, 1)
+            return
         # CC, BCC and the alias read from the frame (no table decoding): the common case
         read = HeaderKeys.read(header, self._bcc_alias_wire, MAX_QUERY_BYTES) \
             if routing_key.isascii() else None
         if read is None:
             self._route_general(channel, exchange, publish, routing_key, header, out, cache_key)
+            return
+        if not read.cc and not read.drops and not archive and \
+                exchange.router.routes_as_published(routing_key):
+            # a literal key, no CC/BCC/alias (a header per message): as published
+            self._send_routed(channel, exchange, publish, header, out, cache_key, 1)
             return
         key = routing_key.decode("ascii")
         plan_key = (key, frame_max, read.cc, read.bcc, read.alias) if read.has_table \

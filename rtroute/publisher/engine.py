@@ -455,7 +455,12 @@ class PublisherEngine:
             method_frames = self._fast[mandatory]  # type: ignore[index]  # only with frames
             headers = self._sent_headers(headers, part)
             if properties is None and not headers:
-                header = content_header_frame(method_frames.channel, size, None)
+                # one per body size, whatever the key (literal keys in turn: a new publish
+                # per message, the same header frame)
+                header = self._head_cache.get((None, size))
+                if header is None:
+                    header = self._head_cache[(None, size)] = content_header_frame(
+                        method_frames.channel, size, None)
             else:
                 values = {} if properties is None else \
                     {name: getattr(properties, name, None) for name in PROPERTY_NAMES}

@@ -258,6 +258,18 @@ class ExchangeRouter:
             return None
         return tuple(chosen)
 
+    def routes_as_published(self, routing_key: bytes | str) -> bool:
+        """Whether a message with this routing key and no ``CC``, ``BCC`` or alias header is
+        published to ``NAME.bindings`` as it is (no ``BCC``, its own key), without planning:
+        a key with no ``*``/``#`` (its rtopic match is the key itself, bound or not) on a
+        ``NAME.bindings`` that routes it to exactly that key's destinations (direct, or topic
+        holding no wildcard keys), unless ``by_matched_key``. The proxy's and the publisher's
+        literal keys take this (10,000 keys in turn defeat every cache of plans). False says
+        only: plan it."""
+        marks = (b"*", b"#") if type(routing_key) is bytes else ("*", "#")
+        return marks[0] not in routing_key and marks[1] not in routing_key and \
+            not self.by_matched_key and not self._legacy()
+
     def decide_many(self, messages: Sequence[tuple[str, Mapping[str, Any] | None]]
                     ) -> list[Decision]:
         """Decides each ``(routing_key, headers)``; bad messages get ``error``, never raise.
@@ -278,11 +290,22 @@ class ExchangeRouter:
         # the messages that repeat it (a batch often holds many of one key) take its decision
         plain: dict[str, int] = {}
         repeats: list[tuple[int, int]] = []
+        # a literal key without headers is published as it is (routes_as_published): its
+        # decision is made here, without planning, and shared by its repeats in the batch
+        literal: dict[str, Decision] | None = {} if self.routes_as_published("") else None
         for i, (routing_key, headers) in enumerate(messages):
             if headers is None and type(routing_key) is str:
                 group = plain.get(routing_key)
                 if group is not None:
                     repeats.append((i, group))
+                    continue
+                if literal is not None and "*" not in routing_key and \
+                        "#" not in routing_key and routing_key.isascii() and \
+                        len(routing_key) <= MAX_BINDING_BYTES:
+                    decision = literal.get(routing_key)
+                    if decision is None:
+                        decision = literal[routing_key] = self._literal(routing_key)
+                    decisions[i] = decision
                     continue
             try:
                 delivered, cc, queries, size = self._parse(routing_key, headers)
@@ -307,6 +330,17 @@ class ExchangeRouter:
         for i, group in repeats:  # the first of its key was plain too: its decision is shared
             decisions[i] = shared[group]
         return decisions  # type: ignore[return-value]
+
+    def _literal(self, routing_key: str) -> Decision:
+        """The decision for a valid literal key published without headers (see
+        :meth:`routes_as_published`): the key as published, no ``BCC``; matched: the key
+        itself when bound."""
+        if self._table.destinations(routing_key):
+            return Decision([Publish(self.bindings_exchange, routing_key, ())], {},
+                            keys=(routing_key,))
+        publishes = [Publish(self.bindings_exchange, routing_key, ())] \
+            if self.alternate_exchange else []
+        return Decision(publishes, {}, unroutable=True)
 
     def _parse(self, routing_key: Any, headers: Mapping[str, Any] | None
                ) -> tuple[dict | None, list[str], tuple[str, ...], int]:

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rtroute.proxy import rewrite as rewrite_module
+from rtroute.proxy import wire
 from rtroute.proxy.catalog import RTopic
 
 from ..hypothesis_profiles import examples
@@ -71,3 +72,55 @@ def test_the_common_and_the_general_route_send_the_same(bindings, publishes, fra
     with mock.patch.object(rewrite_module, "HeaderKeys", _GeneralOnly):
         general = _through(bindings, publishes, frame_max)
     assert common == general
+
+
+# binding keys with '*'/'#' words too: on a topic NAME.bindings RabbitMQ treats them as
+# wildcards, so a literal key is planned there (ExchangeRouter.routes_as_published says no)
+_binding_keys = st.lists(st.sampled_from([*WORDS, "*", "#"]), min_size=1,
+                         max_size=3).map(".".join)
+
+
+def _through_typed(bindings, publishes, frame_max, bindings_type):
+    with mock.patch.object(RTopic, "__init__", _typed_init(bindings_type)):
+        return _through(bindings, publishes, frame_max)
+
+
+def _typed_init(bindings_type):
+    original = RTopic.__init__
+
+    def init(self, name):
+        original(self, name)
+        self.router.bindings_type = bindings_type
+    return init
+
+
+@settings(max_examples=examples(300))
+@given(st.lists(st.tuples(st.sampled_from(["q1", "q2", "q3"]), _binding_keys), max_size=12),
+       st.lists(st.tuples(st.one_of(_word_keys, _query_keys), headers()), min_size=1,
+                max_size=4),
+       st.sampled_from([4096, 160]), st.sampled_from(["topic", "direct"]))
+def test_a_literal_key_sent_as_published_is_what_its_plan_sends(bindings, publishes, frame_max,
+                                                                 bindings_type):
+    """The literal keys' short cut (no planning) sends the bytes the planned path sends."""
+    short = _through_typed(bindings, publishes, frame_max, bindings_type)
+    with mock.patch("rtroute.routing.exchange_router.ExchangeRouter.routes_as_published",
+                    lambda *_args: False):
+        planned = _through_typed(bindings, publishes, frame_max, bindings_type)
+    assert short == planned
+
+
+def test_a_literal_key_is_not_planned():
+    """10,000 literal keys in turn miss every cache of plans: a literal key without CC, BCC
+    or alias (headers or none) is sent as published without asking the planner."""
+    def refuse(*_args, **_kwargs):
+        raise AssertionError("planned")
+
+    publishes = [("a.b", None), ("c.a", {"x-seq": 1}), ("a.b", {"CC": []}), ("x.y", None)]
+    with mock.patch.multiple("rtroute.routing.exchange_router.ExchangeRouter",
+                             plan_bcc=refuse, decide_keys=refuse, decide=refuse):
+        sent, _ = _through_typed([("q1", "a.b"), ("q2", "c.a")], publishes, 4096, "direct")
+    # the proxy's confirm.select (no-wait) first: it meters the client's publishes
+    select = wire.method_frame(1, wire.CONFIRM_SELECT, b"\x01")
+    expected = select + b"".join(message(1, b"logs.bindings", key.encode(), b"x", hdrs)
+                        for key, hdrs in publishes)
+    assert sent == expected

@@ -213,3 +213,30 @@ def test_a_content_header_of_frame_max_payload_bytes_goes_out_one_byte_more_does
     pub.run()
     assert at_limit.done() and at_limit.exception() is None
     assert above.done() and "frame_max" in str(above.exception())
+
+
+def test_literal_keys_in_turn_go_as_published_with_one_header_frame_per_body_size(monkeypatch):
+    """Literal keys without headers (a new key per message) are published as they are, no
+    BCC, decided without the planner; the content header frame of a plain message is built
+    once per body size, not once per key."""
+    built: list[int] = []
+    real = engine_module.content_header_frame
+
+    def counting(channel: int, size: int, values: Any) -> bytes:
+        built.append(size)
+        return real(channel, size, values)
+
+    monkeypatch.setattr(engine_module, "content_header_frame", counting)
+    pub = Publishing(monkeypatch)
+    pub.engine._router.bind(("queue", "q1"), "k.1")
+    pub.engine._router.bind(("queue", "q1"), "k.2")
+    keys = ["k.1", "k.2", "x.y", "k.1", "nowhere", "k.2"]
+    futures = [pub.publish(key, b"m" * (1 + i % 2)) for i, key in enumerate(keys)]
+    pub.run()
+    published = pub.rabbit.to("logs.bindings")
+    assert [(p.routing_key, p.body) for p in published] == \
+        [(key, b"m" * (1 + i % 2)) for i, key in enumerate(keys)]
+    assert all(not p.properties.headers for p in published)
+    assert sorted(built) == [1, 2]  # one header frame per body size
+    assert futures[0].decision.matched == ("k.1",)
+    assert pub.engine.unroutable == 1  # "nowhere": sent, the broker applies mandatory/AE

@@ -261,3 +261,20 @@ def _reached(router: ExchangeRouter, key: str) -> set:
     return {d for p in decision.publishes
             for k in ((p.routing_key,) if p.published_key is None else (p.published_key,)) + tuple(p.bcc)
             for d in router.destinations_of(k)}
+
+
+def test_a_literal_key_routes_as_published_where_the_bindings_exchange_routes_it_alike():
+    """ExchangeRouter.routes_as_published: a key with no '*'/'#' is sent as it is (no BCC)
+    on a direct NAME.bindings, or a topic one without wildcard keys; not by matched key."""
+    r = ExchangeRouter("logs", bindings_type="topic")
+    r.bind(("queue", "q1"), "a.b")
+    assert r.routes_as_published("a.b") and r.routes_as_published(b"c.d")
+    assert not r.routes_as_published("a.*") and not r.routes_as_published(b"#.b")
+    (d,) = r.decide_many([("a.b", None)])
+    assert [(p.routing_key, p.bcc) for p in d.publishes] == [("a.b", ())]
+    r.bind(("queue", "q2"), "a.*")  # a topic NAME.bindings treats it as a wildcard
+    assert not r.routes_as_published("a.b")
+    r.bindings_type = "direct"
+    assert r.routes_as_published("a.b")
+    assert not ExchangeRouter("logs", bindings_type="direct",
+                              by_matched_key=True).routes_as_published("a.b")

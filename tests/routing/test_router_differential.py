@@ -78,3 +78,53 @@ def test_native_and_twin_deliver_exactly_the_matched_destinations(bindings, rout
         assert "BCC" not in decision.headers and "x-rtroute-bcc" not in decision.headers
     assert native.decide_many([(routing_key, hdrs)])[0].matched == \
         twin.decide_many([(routing_key, hdrs)])[0].matched
+
+
+# a batch of keys without headers: literal ones (some repeated, one non-ASCII, one too long
+# for a routing key) and patterns; binding keys with '*'/'#' words too (a topic NAME.bindings
+# treats them as wildcards: no short cut there)
+_batch_keys = st.lists(st.one_of(concrete, pattern, st.sampled_from(["é.a", "a" * 300])),
+                       min_size=2, max_size=8)
+
+
+def _outcome(decision):
+    return (decision.publishes, decision.headers, decision.error, decision.unroutable,
+            decision.matched if decision.error is None else None)
+
+
+@SETTINGS
+@given(st.lists(st.tuples(destination, pattern), max_size=25), _batch_keys,
+       st.sampled_from(["topic", "direct"]), st.sampled_from([None, "ae"]))
+def test_a_batch_of_literal_keys_is_decided_as_its_plans_decide(bindings, keys, bindings_type,
+                                                                 alternate):
+    """The literal keys' short cut of decide_many (no planning) decides what the planned path
+    decides: the same publishes, matched keys, unroutables and errors."""
+    def router():
+        made = ExchangeRouter("x", bindings_type=bindings_type, alternate_exchange=alternate)
+        for dest, key in bindings:
+            made.bind(dest, key)
+        return made
+
+    short = [_outcome(d) for d in router().decide_many([(k, None) for k in keys])]
+    planned_router = router()
+    planned_router.routes_as_published = lambda *_args: False
+    planned = [_outcome(d) for d in planned_router.decide_many([(k, None) for k in keys])]
+    assert short == planned
+
+
+def test_a_batch_of_literal_keys_is_not_planned():
+    """10,000 literal keys in turn: each decided without the planner, repeats sharing one
+    decision (the publisher's frame cache checks it by identity)."""
+    router = ExchangeRouter("x", bindings_type="direct", alternate_exchange="ae")
+    router.bind(("queue", "p"), "a.b")
+
+    def refuse(*_args):
+        raise AssertionError("planned")
+
+    router._plan = refuse
+    first, again, other = router.decide_many([("a.b", None), ("a.b", None), ("c.d", None)])
+    assert first is again and first.matched == ("a.b",) and not first.unroutable
+    assert [(p.exchange, p.routing_key, p.bcc) for p in first.publishes] == \
+        [("x.bindings", "a.b", ())]
+    assert other.unroutable and other.matched == () and \
+        [(p.routing_key, p.bcc) for p in other.publishes] == [("c.d", ())]
