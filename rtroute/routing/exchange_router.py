@@ -172,12 +172,11 @@ class ExchangeRouter:
         lacks (learned since that listing was read): the union, as binding each of ``fresh``'s
         here would give, without a call per binding in the owner's thread. ``fresh`` is not
         to be used afterwards."""
-        with self._table_lock:
-            mine = self._table.items()
-        for destination, key in mine:
+        for destination, key in self.bindings():  # the archives' too
             fresh.bind(destination, key)
         with self._table_lock:
-            self._table, self._wildcards = fresh._table, fresh._wildcards
+            self._table, self._wildcards, self._archives = \
+                fresh._table, fresh._wildcards, fresh._archives
 
     def destinations_of(self, key: str) -> set[Destination]:
         """Where RabbitMQ's ``NAME.bindings`` delivers a publish routed with ``key``."""

@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rtroute.routing.exchange_router import ExchangeRouter
+from rtroute.routing.rtopic_layout import ARCHIVE_KEY
 from rtroute.sidecar.demo import PLUGIN_QUEUES
 
 PLUGIN = PLUGIN_QUEUES  # the rtopic plugin README's queues A-F and their keys
@@ -225,7 +226,7 @@ def test_a_hash_publish_over_20000_bindings_names_each_of_100_queues_once():
 
 
 _DESTS = st.sampled_from([("queue", "q1"), ("queue", "q2"), ("exchange", "x1")])
-_KEYS = st.sampled_from(["a", "a.b", "a.*", "#", "b.#.c"])
+_KEYS = st.sampled_from(["a", "a.b", "a.*", "#", "b.#.c", ARCHIVE_KEY])
 
 
 @settings(deadline=None)
@@ -249,6 +250,8 @@ def test_take_bindings_makes_the_union_and_routes_as_binding_each_would(
     ours.take_bindings(fresh)
     assert ours.bindings() == reference.bindings() == sorted(set(mine) | set(listed))
     assert ours.binding_count() == reference.binding_count()
+    for destination, _key in mine + listed:  # an archive stream's binding is kept too
+        assert ours.archived_to(destination) == reference.archived_to(destination)
     for key in keys:
         assert ours.destinations_of(key) == reference.destinations_of(key)
         # the same destinations reached (which binding key stands for a destination in the
