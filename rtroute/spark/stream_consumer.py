@@ -63,6 +63,7 @@ __all__ = [
     "probe",
     "read_range",
     "resolve_starts",
+    "split_starts",
     "tails",
 ]
 
@@ -294,6 +295,20 @@ def tails(connection: StreamConnection, streams: Sequence[str], wait: float) -> 
                                                               wait).items()}
 
 
+def split_starts(starts: Mapping[str, Start]) -> tuple[dict[str, int], dict[Any, list[str]]]:
+    """The streams of ``starts`` whose start is an offset (as given), and the others grouped
+    by their start (``first``, ``last``, ``next`` or a time): what each reader resolves, a
+    group at a time."""
+    resolved: dict[str, int] = {}
+    groups: dict[Any, list[str]] = {}
+    for stream, start in starts.items():
+        if isinstance(start, int):
+            resolved[stream] = start
+        else:
+            groups.setdefault(start, []).append(stream)
+    return resolved, groups
+
+
 def resolve_starts(connection: StreamConnection, starts: Mapping[str, Start],
                    wait: float) -> dict[str, int]:
     """Each stream's start as an offset: ``first`` and a moment are the offset of the first
@@ -304,13 +319,7 @@ def resolve_starts(connection: StreamConnection, starts: Mapping[str, Start],
     Raises:
         StreamReadError: a stream is missing or cannot be read.
     """
-    resolved: dict[str, int] = {}
-    groups: dict[Any, list[str]] = {}
-    for stream, start in starts.items():
-        if isinstance(start, int):
-            resolved[stream] = start
-        else:
-            groups.setdefault(start, []).append(stream)
+    resolved, groups = split_starts(starts)
     known_tails: dict[str, int] | None = None
     for start, streams in groups.items():
         found: dict[str, tuple[int, int]] = {}

@@ -44,7 +44,7 @@ from rtroute.amqp.stream_protocol import Chunk, StreamProtocolConnection, Stream
 from rtroute.core.amqp10 import CHUNK_COMPRESSED, scan_chunk
 from rtroute.spark.archive import MAX_TIMESTAMP
 from rtroute.spark.header_json import headers_json
-from rtroute.spark.stream_consumer import Columns, Start, StreamReadError
+from rtroute.spark.stream_consumer import Columns, Start, StreamReadError, split_starts
 
 __all__ = ["DEFAULT_CREDIT", "answers", "first_chunks", "read_range", "resolve_starts", "tails"]
 
@@ -308,13 +308,7 @@ def resolve_starts(connection: StreamProtocolConnection, starts: Mapping[str, St
     Raises:
         StreamProtocolError: as :func:`first_chunks`.
     """
-    resolved: dict[str, int] = {}
-    groups: dict[Any, list[str]] = {}
-    for stream, start in starts.items():
-        if isinstance(start, int):
-            resolved[stream] = start
-        else:
-            groups.setdefault(start, []).append(stream)
+    resolved, groups = split_starts(starts)
     known_tails: dict[str, int] | None = None
     for start, streams in groups.items():
         found = {} if start == "next" else first_chunks(connection, streams, start, wait)
