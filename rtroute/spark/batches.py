@@ -30,6 +30,7 @@ import pyarrow.compute as pc
 from rtroute.core import MAX_BINDING_BYTES, MAX_QUERY_BYTES, ForwardMatcher, ReverseMatcher
 from rtroute.core.keys import decode_key
 from rtroute.routing import EXCHANGE_TYPES, PreconditionFailed, extra_routing_keys
+from rtroute.routing.rtopic_layout import ARCHIVE_KEY
 from rtroute.spark.header_json import HeaderJsonError, headers_from_json, value_json
 
 DESTINATIONS = "destinations"
@@ -116,6 +117,8 @@ class BatchRouter:
                  matcher: Any = None) -> None:
         by_key: dict[str, set[str]] = {}
         for destination, key in bindings:
+            if key == ARCHIVE_KEY and kind == "rtopic":
+                continue  # an archive stream's binding (rtopic_layout): never a destination
             decode_key(destination, MAX_BINDING_BYTES, "destination")
             by_key.setdefault(decode_key(key, MAX_BINDING_BYTES, "binding key"), set()).add(
                 destination)

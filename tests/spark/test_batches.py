@@ -117,3 +117,14 @@ def test_noop_router_matches_nothing_but_still_checks_rows():
     batch = pa.RecordBatch.from_pydict({"routing_key": ["#", None]})
     rows = BatchRouter("rtopic", plugin_bindings(), noop=True).route_batch(batch).to_pylist()
     assert rows[0]["destinations"] == [] and rows[1]["error"] == "routing key is null"
+
+
+def test_an_archive_binding_is_no_destination_as_with_the_proxy():
+    """A listing of NAME.bindings holds the archive stream's binding (key ARCHIVE_KEY, see
+    rtroute.routing.rtopic_layout): Spark's router, like the proxy's, never routes to it."""
+    from rtroute.routing.rtopic_layout import ARCHIVE_KEY
+
+    router = BatchRouter("rtopic", [("q1", "a.b"), ("archive", ARCHIVE_KEY)])
+    routed = router.route_batch(pa.RecordBatch.from_pydict(
+        {"routing_key": ["#", "a.b", "*"], "headers": [None, None, None]}))
+    assert routed.column("destinations").to_pylist() == [["q1"], ["q1"], []]
