@@ -204,16 +204,16 @@ def _confirm_rate(uri: str, name: str, seconds: float) -> float:
 
 
 def _pairs(uri: str, name: str, hog_args: tuple, seconds: float, rounds: int,
-           echo: Callable[[str], Any], settle_alone: float | None = None
-           ) -> tuple[list[float], list[float]]:
+           echo: Callable[[str], Any]) -> tuple[list[float], list[float]]:
     """``rounds`` pairs of confirm rates measured back to back, alone then beside the hostile
     client (``hog_args``): the rates of a pair are measured within seconds of each other, so a
     burst of other work on a shared machine spoils one pair, not the whole figure (the median
-    of the pairs' ratios is reported). Before each pair the broker settles from the last."""
+    of the pairs' ratios is reported). Before each pair but the first the broker settles from
+    the last."""
     alone, beside = [], []
     for round_ in range(rounds):
-        if round_ or settle_alone is not None:
-            _settle(uri, name, settle_alone if not round_ else alone[-1], echo)
+        if round_:
+            _settle(uri, name, alone[-1], echo)
         alone.append(_confirm_rate(uri, name, seconds))
         with _hog_running(*hog_args):
             beside.append(_confirm_rate(uri, name, seconds))

@@ -255,10 +255,10 @@ class Rewriter:
                 self._pumps.rewritten += 1
                 self._pumps.meter.published(channel, cached[2])
                 return
-        if self._archive is not None and self._unarchived(channel, exchange, out):
+        archive = self._archive is not None  # then every publish carries ARCHIVE_KEY
+        if archive and self._unarchived(channel, exchange, out):
             return
         routing_key = wire.publish_key(publish)
-        archive = self._archive is not None  # then every publish carries ARCHIVE_KEY
         if cache_key is not None and not archive and \
                 exchange.router.routes_as_published(routing_key):
             # a literal key and no headers: sent as published, nothing planned (a new key
@@ -295,14 +295,14 @@ class Rewriter:
                 bcc = self._one_publish(channel, key, plan, out)
                 if bcc is None:
                     return
-            if self._archive is not None and ARCHIVE_KEY not in bcc:
+            if archive and ARCHIVE_KEY not in bcc:
                 bcc = (*bcc, ARCHIVE_KEY)
             if bcc or read.drops:
                 header = read.rewrite(exchange.bcc_entry(bcc) if bcc else b"")
                 if not frame_fits(len(header), frame_max):
                     self._bcc_too_large(channel, out)
                     return
-        elif self._archive is not None:  # the broker may take what cannot be archived
+        elif archive:  # the broker may take what cannot be archived
             self._unroutable(channel, plan.error, out)
             return
         # else as published (a key too long for a query: the broker's own refusal)
