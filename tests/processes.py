@@ -114,7 +114,11 @@ def stop_group(proc: subprocess.Popen, log: Path, timeout: float = 20) -> None:
     wait until every process of it has exited; fails the test if one ignores SIGTERM."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGTERM)
-    proc.wait(timeout)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail(f"ignored SIGTERM for {timeout} s:\n{log.read_text(errors='replace')}")
     deadline = time.monotonic() + timeout
     while _group_alive(proc.pid):
         if time.monotonic() > deadline:

@@ -30,6 +30,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -324,23 +325,36 @@ def _environ(values: dict[str, str]) -> Iterator[None]:
 
 def _serve(code: str, work: Path, env: dict[str, str], port: int, log: Path) -> None:
     """Runs a snippet ending in a server: it answers on ``port``; SIGTERM stops it cleanly."""
-    assert not port_open(port), f"port {port} is taken before the snippet runs"
+    _wait_free(port)
     with open(log, "wb") as out:
         proc = subprocess.Popen(["bash", "-c", "set -euo pipefail\n" + code], cwd=work, env=env,
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 60
     try:
-        def answering() -> bool:
+        while not port_open(port):
             if proc.poll() is not None:
                 pytest.fail(f"exited with {proc.returncode}:\n{log.read_text()}")
-            return port_open(port)
-
-        wait_for(answering, 30)
+            if time.monotonic() > deadline:
+                pytest.fail(f"nothing answers on {port} after 60 s:\n{log.read_text()}")
+            time.sleep(0.05)
         _probe(port)
     finally:
         stop_group(proc, log)
     output = log.read_text()
     assert "Traceback" not in output, output
     assert re.search(r"\bstopped\b", output), f"no 'stopped' line:\n{output}"
+
+
+def _wait_free(port: int, timeout: float = 30) -> None:
+    """Waits until nothing listens on ``port`` (a server of a test before may still be stopping);
+    fails naming what holds it."""
+    deadline = time.monotonic() + timeout
+    while port_open(port):
+        if time.monotonic() > deadline:
+            holder = subprocess.run(["ss", "-ltnp", f"sport = :{port}"], capture_output=True,
+                                    text=True, check=False).stdout
+            pytest.fail(f"port {port} is taken before the snippet runs:\n{holder}")
+        time.sleep(0.1)
 
 
 def _probe(port: int) -> None:
