@@ -45,6 +45,7 @@ from rtroute.ops.netaddr import free_port
 BINDINGS = 20_000
 QUEUES = 100
 LITERAL = "k0.a0.b0.c"  # the well-behaved client's key: one binding (of queue 0)
+TAP_KEY = "tap.hostile"  # the tap queue's binding: '#' matches it, LITERAL does not
 
 
 def _key(i: int) -> str:
@@ -103,7 +104,8 @@ def _hog(uri: str, exchange: str, key: str, bcc: list[str] | None, stop: Any) ->
     except OSError:
         return
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    publish = frame_codec.publish_frame(1, exchange.encode(), key.encode(), False)
+    publish = frame_codec.publish_frame(1, frame_codec.shortstr(exchange),
+                                        frame_codec.shortstr(key), False)
     body = frame_codec.HEAD.pack(frame_codec.FRAME_BODY, 1, 1) + b"h\xce"
     bcc_entry = encode_entries({"BCC": bcc}) if bcc else b""
     sent = 0
@@ -204,23 +206,54 @@ def _confirm_rate(uri: str, name: str, seconds: float) -> float:
 
 
 def _pairs(uri: str, name: str, hog_args: tuple, seconds: float, rounds: int,
-           echo: Callable[[str], Any]) -> tuple[list[float], list[float]]:
+           echo: Callable[[str], Any], tap: Callable[[], int],
+           drained: Callable[[], None] = lambda: None
+           ) -> tuple[list[float], list[float], list[float]]:
     """``rounds`` pairs of confirm rates measured back to back, alone then beside the hostile
     client (``hog_args``): the rates of a pair are measured within seconds of each other, so a
     burst of other work on a shared machine spoils one pair, not the whole figure (the median
     of the pairs' ratios is reported). Before each pair but the first the broker settles from
-    the last."""
-    alone, beside = [], []
+    the last, and after each hostile phase ``drained()`` waits until what it sent is through.
+    Also returned: the hostile client's messages routed per second in each beside phase
+    (``tap()``: how many reached the tap queue since the last call)."""
+    alone, beside, hostile = [], [], []
     for round_ in range(rounds):
         if round_:
             _settle(uri, name, alone[-1], echo)
         alone.append(_confirm_rate(uri, name, seconds))
         with _hog_running(*hog_args):
+            tap()
+            started = time.monotonic()
             beside.append(_confirm_rate(uri, name, seconds))
+            hostile.append(tap() / (time.monotonic() - started))
+        drained()
         if rounds > 1:
             echo(f"  round {round_ + 1}: alone {alone[-1]:,.0f}, beside {beside[-1]:,.0f} "
-                 f"({beside[-1] / alone[-1]:.2f})")
-    return alone, beside
+                 f"({beside[-1] / alone[-1]:.2f}); the '#' client's messages routed: "
+                 f"{hostile[-1]:,.0f}/s")
+    return alone, beside, hostile
+
+
+def _tap(channel: Any, queue: str) -> Callable[[], int]:
+    """How many messages reached ``queue`` since the last call (it is emptied each time)."""
+    def taken() -> int:
+        return channel.queue_purge(queue).method.message_count
+    return taken
+
+
+def _drained(http: int, echo: Callable[[str], Any], timeout: float = 120.0) -> None:
+    """Waits until the proxy has no client left: a hostile client's socket is reset at stop,
+    but what the proxy had read of it before (up to its read-ahead, metered) still goes to the
+    broker, and the next phase would be charged for it."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            text = urllib.request.urlopen(f"http://127.0.0.1:{http}/metrics",
+                                          timeout=5).read().decode()
+            if "\nrtroute_proxy_client_connections 0.0\n" in text:
+                return
+        time.sleep(0.1)
+    echo(f"(the proxy still served the stopped client after {timeout:.0f} s)")
 
 
 def run(uri: str, management_uri: str | None, seconds: float = 3.0,
@@ -242,26 +275,33 @@ def run(uri: str, management_uri: str | None, seconds: float = 3.0,
             ch.queue_declare(queue, arguments={"x-max-length": 1000})
         for i in range(bindings):
             ch.queue_bind(names[i % queues], f"{name}.bindings", _key(i))
+        # one more queue, bound to nothing the measured client publishes: it counts what the
+        # hostile client gets routed (a client whose frames the broker refuses is no load)
+        ch.queue_declare(f"{name}-tap")
+        ch.queue_bind(f"{name}-tap", f"{name}.bindings", TAP_KEY)
+        tap = _tap(ch, f"{name}-tap")
         echo(f"{bindings} bindings over {queues} queues on {name}")
-        alone, beside = _pairs(through, name, (through, name, "#", None), seconds, rounds,
-                               echo)
+        alone, beside, hostile = _pairs(through, name, (through, name, "#", None), seconds,
+                                        rounds, echo, tap, lambda: _drained(http, echo))
         solo, loaded = statistics.median(alone), statistics.median(beside)
         ratio = statistics.median(b / a for a, b in zip(alone, beside))
         echo(f"through the proxy, alone: {solo:,.0f} confirms/s")
         echo(f"through the proxy, beside a client publishing '#' as fast as it can: "
              f"{loaded:,.0f} confirms/s ({ratio:.2f} of alone"
-             + (f", median of {rounds} rounds)" if rounds > 1 else ")"))
+             + (f", median of {rounds} rounds)" if rounds > 1 else ")")
+             + f"; the '#' client's messages routed meanwhile: {statistics.median(hostile):,.0f}/s")
         # the broker alone, same traffic: the hostile client sends what the proxy sends (once
         # the broker is through the backlog the last one left)
-        one_per_queue = [_key(i) for i in range(min(queues, bindings))]
+        one_per_queue = [_key(i) for i in range(min(queues, bindings))] + [TAP_KEY]
         _settle(through, name, alone[-1], echo)
-        d_alone, d_beside = _pairs(uri, f"{name}.bindings",
-                                   (uri, f"{name}.bindings", "#", one_per_queue), seconds,
-                                   rounds, echo)
+        d_alone, d_beside, d_hostile = _pairs(uri, f"{name}.bindings",
+                                              (uri, f"{name}.bindings", "#", one_per_queue),
+                                              seconds, rounds, echo, tap)
         direct_alone, direct_loaded = statistics.median(d_alone), statistics.median(d_beside)
         direct_ratio = statistics.median(b / a for a, b in zip(d_alone, d_beside))
         echo(f"straight to the broker: alone {direct_alone:,.0f} confirms/s, beside the same "
-             f"'#' traffic {direct_loaded:,.0f} ({direct_ratio:.2f} of alone)")
+             f"'#' traffic {direct_loaded:,.0f} ({direct_ratio:.2f} of alone); the '#' "
+             f"client's messages routed meanwhile: {statistics.median(d_hostile):,.0f}/s")
         _settle(uri, f"{name}.bindings", d_alone[-1], echo)
         with _hog_running(through, name, "#", None):
             connect = _timed(lambda: connect_blocking(through).close())
@@ -274,6 +314,8 @@ def run(uri: str, management_uri: str | None, seconds: float = 3.0,
         return {"alone": solo, "loaded": loaded, "ratio": ratio, "connect_s": connect,
                 "readyz_s": readyz, "sigterm_s": sigterm, "direct_alone": direct_alone,
                 "direct_loaded": direct_loaded, "direct_ratio": direct_ratio,
+                "hostile": statistics.median(hostile),
+                "direct_hostile": statistics.median(d_hostile),
                 "rounds": {"alone": alone, "beside": beside, "direct_alone": d_alone,
                            "direct_beside": d_beside}}
     finally:
@@ -281,6 +323,7 @@ def run(uri: str, management_uri: str | None, seconds: float = 3.0,
             proc.kill()
         for i in range(queues):
             ch.queue_delete(f"{name}-q{i}")
+        ch.queue_delete(f"{name}-tap")
         ch.exchange_delete(f"{name}.bindings")
         ch.exchange_delete(name)
         direct.close()
@@ -296,12 +339,14 @@ def json_rows(figures: dict[str, Any]) -> list[dict[str, Any]]:
          "unit": "msg/s", "baseline": "the same client alone",
          "baseline_value": figures["alone"], "ratio": figures["ratio"],
          "ratio_means": "beside / alone", "direct_ratio": figures["direct_ratio"],
-         "rounds": list(zip(rounds.get("alone", ()), rounds.get("beside", ())))},
+         "rounds": list(zip(rounds.get("alone", ()), rounds.get("beside", ()))),
+         "hostile_routed_per_s": figures["hostile"]},
         {"name": "confirms/s beside the same traffic, straight to the broker",
          "value": figures["direct_loaded"], "unit": "msg/s", "baseline": "the same client alone",
          "baseline_value": figures["direct_alone"], "ratio": figures["direct_ratio"],
          "ratio_means": "beside / alone",
-         "rounds": list(zip(rounds.get("direct_alone", ()), rounds.get("direct_beside", ())))},
+         "rounds": list(zip(rounds.get("direct_alone", ()), rounds.get("direct_beside", ()))),
+         "hostile_routed_per_s": figures["direct_hostile"]},
         {"name": "new client connected", "value": figures["connect_s"], "unit": "s"},
         {"name": "/readyz answered", "value": figures["readyz_s"], "unit": "s"},
         {"name": "stopped after SIGTERM", "value": figures["sigterm_s"], "unit": "s"},

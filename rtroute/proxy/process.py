@@ -76,8 +76,21 @@ def run(settings: ProxySettings, on_listening=None) -> None:
             ops.stop()
         open_sessions = len(server.sessions)
         server.close()
+        _finish_tasks(loop)
         loop.close()
     LOG.info("proxy stopped: %d client connections served, %d closed at the stop",
              server.stats.connections, open_sessions)
     if server.fatal_error is not None:
         raise ProxyFatal(server.fatal_error)
+
+
+def _finish_tasks(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancels what is still pending on ``loop`` (a held client's wait, say) and lets each task
+    end, as ``asyncio.run`` does at its end: a task dropped pending is logged by asyncio as an
+    error at every stop."""
+    pending = [task for task in asyncio.all_tasks(loop) if not task.done()]
+    for task in pending:
+        task.cancel()
+    if pending:
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+

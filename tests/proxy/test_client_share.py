@@ -5,9 +5,12 @@ message arrives, confirms it asks for later carry its own numbering, transaction
 RabbitMQ allows them, and where the proxy cannot allow one it says why."""
 from __future__ import annotations
 
+import contextlib
+
 import pika
 import pytest
 
+from ..conftest import wait_for
 from .conftest import drain
 
 pytestmark = pytest.mark.broker
@@ -134,3 +137,34 @@ def test_a_channel_closed_with_publishes_in_flight_gives_their_share_back(proxie
         assert _count(ch, queues) == 21
     finally:
         conn.close()
+
+
+def test_sigterm_while_a_client_is_held_stops_cleanly(proxies, exchange_name, broker_uri):
+    """A client held by its budget has a wait pending when the proxy stops: SIGTERM ends it
+    with the proxy's own stop line, not asyncio's 'Task was destroyed but it is pending!'."""
+    proxy = proxies("--client-in-flight", "1")  # one message in flight at a time
+    conn = pika.BlockingConnection(pika.URLParameters(proxy.uri))
+    direct = pika.BlockingConnection(pika.URLParameters(broker_uri))
+    queue = f"{exchange_name}-held"
+    try:
+        ch = conn.channel()
+        ch.exchange_declare(exchange_name, "x-rtopic")
+        look = direct.channel()
+        look.queue_declare(queue)
+        ch.queue_bind(queue, exchange_name, "k.a.b")
+        for n in range(10_000):
+            ch.basic_publish(exchange_name, "#.a.b", str(n).encode(),
+                             pika.BasicProperties(headers={"n": n}))
+        conn.process_data_events(0)
+        # the flood is under way (the broker has some of it), held by the budget
+        wait_for(lambda: look.queue_declare(queue, passive=True).method.message_count > 0, 20)
+        assert look.queue_declare(queue, passive=True).method.message_count < 10_000
+        assert proxy.terminate() == 0
+    finally:
+        with contextlib.suppress(pika.exceptions.AMQPError):
+            conn.close()
+        direct.channel().queue_delete(queue)
+        direct.close()
+    log = proxy.log_path.read_text()
+    assert "proxy stopped" in log
+    assert "Task was destroyed" not in log and "ERROR" not in log, log[-3000:]
