@@ -241,10 +241,12 @@ def _tap(channel: Any, queue: str) -> Callable[[], int]:
     return taken
 
 
-def _drained(http: int, echo: Callable[[str], Any], timeout: float = 120.0) -> None:
+def _drained(http: int, echo: Callable[[str], Any], sleep: Callable[[float], Any],
+             timeout: float = 300.0) -> None:
     """Waits until the proxy has no client left: a hostile client's socket is reset at stop,
     but what the proxy had read of it before (up to its read-ahead, metered) still goes to the
-    broker, and the next phase would be charged for it."""
+    broker, and the next phase would be charged for it. ``sleep`` waits (the bench's broker
+    connection's, which keeps its heartbeats meanwhile)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         with contextlib.suppress(OSError):
@@ -252,7 +254,7 @@ def _drained(http: int, echo: Callable[[str], Any], timeout: float = 120.0) -> N
                                           timeout=5).read().decode()
             if "\nrtroute_proxy_client_connections 0.0\n" in text:
                 return
-        time.sleep(0.1)
+        sleep(0.1)
     echo(f"(the proxy still served the stopped client after {timeout:.0f} s)")
 
 
@@ -282,7 +284,8 @@ def run(uri: str, management_uri: str | None, seconds: float = 3.0,
         tap = _tap(ch, f"{name}-tap")
         echo(f"{bindings} bindings over {queues} queues on {name}")
         alone, beside, hostile = _pairs(through, name, (through, name, "#", None), seconds,
-                                        rounds, echo, tap, lambda: _drained(http, echo))
+                                        rounds, echo, tap,
+                                        lambda: _drained(http, echo, direct.sleep))
         solo, loaded = statistics.median(alone), statistics.median(beside)
         ratio = statistics.median(b / a for a, b in zip(alone, beside))
         echo(f"through the proxy, alone: {solo:,.0f} confirms/s")

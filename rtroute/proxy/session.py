@@ -55,6 +55,7 @@ import asyncio
 import collections
 import functools
 import logging
+import socket
 from time import monotonic, perf_counter
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -130,6 +131,8 @@ SHARE_PAUSE_MAX = 1.0
 # not read until the pump catches up (a client held by its budget keeps sending; reading on
 # would buffer without bound, and cutting a large buffer costs each turn)
 CLIENT_READ_AHEAD = 256 * 1024
+# seconds between checks of a client not read for a reset of its connection (see _watch_reset)
+RESET_CHECK = 0.5
 
 
 class Session:
@@ -180,6 +183,7 @@ class Session:
         self._broker_started = False
         self._held = False
         self._reading = True  # the client's transport reads (see _update_reading)
+        self._reset_watch: asyncio.TimerHandle | None = None  # see _watch_reset
         self._broker_full = False  # the broker's write buffer is above its high mark
         self._closed = False
         self.frame_max = DEFAULT_FRAME_MAX
@@ -229,6 +233,31 @@ class Session:
                 self._client.resume_reading()
             else:
                 self._client.pause_reading()
+                if self._reset_watch is None:
+                    self._watch_reset()
+
+    def _watch_reset(self) -> None:
+        """While the client is not read, its socket is checked every :data:`RESET_CHECK` s
+        for a reset (asyncio would see it only at its next read): a reset client's session
+        ends then, and what the proxy had read of it but not yet sent goes nowhere, as what a
+        broker had not read of a reset connection (the kernel drops it; nothing of it was
+        confirmed). Before, a client held by its budget that reset its connection kept the
+        proxy sending its read-ahead to the broker, metered, for minutes."""
+        self._reset_watch = None
+        if self._closed or self._reading:
+            return
+        sock = self._client.get_extra_info("socket")
+        try:
+            error = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) if sock else 0
+        except OSError:
+            error = 0
+        if error:
+            LOG.info("a client not read reset its connection: closed, %d bytes read of it "
+                     "and not sent dropped", len(self._from_client))
+            self.close()
+            return
+        self._reset_watch = asyncio.get_running_loop().call_later(RESET_CHECK,
+                                                                  self._watch_reset)
 
     def _to_broker(self, data: bytes) -> None:
         if self._broker is not None and not self._closed:
@@ -238,6 +267,8 @@ class Session:
         if self._closed:
             return
         self._closed = True
+        if self._reset_watch is not None:
+            self._reset_watch.cancel()
         self._probe.close()
         self._client.close()
         if self._broker is not None:

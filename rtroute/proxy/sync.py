@@ -187,8 +187,11 @@ class ProxySync:
         if channel is self._channel:
             self._channel = None
             self._to_loop(self._own, None)
-            LOG.warning("proxy sync channel closed: %s (other proxies are not waited for "
-                        "until the catalog reconnects)", reason)
+            # 200: closed by this side, at the proxy's stop (a warning at every stop before)
+            LOG.log(logging.INFO if getattr(reason, "reply_code", None) == 200
+                    else logging.WARNING,
+                    "proxy sync channel closed: %s (other proxies are not waited for "
+                    "until the catalog reconnects)", reason)
 
     def _on_member(self, binding: Binding, added: bool) -> None:
         if binding.destination_type == "queue" and binding.binding_key == ALL:

@@ -6,12 +6,15 @@ RabbitMQ allows them, and where the proxy cannot allow one it says why."""
 from __future__ import annotations
 
 import contextlib
+import socket
+import struct
 
 import pika
 import pytest
 
 from ..conftest import wait_for
 from .conftest import drain
+from .raw_client import HEAD, RawClient, longstr, method, shortstr
 
 pytestmark = pytest.mark.broker
 
@@ -168,3 +171,38 @@ def test_sigterm_while_a_client_is_held_stops_cleanly(proxies, exchange_name, br
     log = proxy.log_path.read_text()
     assert "proxy stopped" in log
     assert "Task was destroyed" not in log and "ERROR" not in log, log[-3000:]
+    assert "WARNING rtroute.proxy.sync" not in log, log[-3000:]  # its channel closed by us
+
+
+def test_a_held_client_that_resets_its_connection_is_let_go(proxies, exchange_name, broker_uri):
+    """A client held by its budget, that resets its connection (a killed process, an RST):
+    the proxy sees it within a second or so, though it is not reading it, closes its session
+    and drops what it had read of it and not sent, as the kernel drops what a broker had not
+    read of a reset connection. Before, the proxy went on sending that read-ahead to the
+    broker, metered, for minutes."""
+    proxy = proxies("--client-in-flight", "1")
+    setup = pika.BlockingConnection(pika.URLParameters(proxy.uri))
+    setup.channel().exchange_declare(exchange_name, "x-rtopic")
+    setup.close()
+    user = pika.URLParameters(broker_uri).credentials
+    client = RawClient(proxy.port)
+    assert client.handshake(user.username, user.password,
+                            pika.URLParameters(broker_uri).virtual_host)[:2] == (10, 41)
+    client.send(method(1, 20, 10, shortstr("")))
+    assert client.method_ids()[:2] == (20, 11)  # channel.open-ok
+    publish = method(1, 60, 40, b"\x00\x00" + shortstr(exchange_name) + shortstr("#") + b"\x00")
+    body = HEAD.pack(3, 1, 1) + b"x\xce"
+    client.sock.settimeout(0.5)
+    sent = 0
+    with contextlib.suppress(TimeoutError):  # until the proxy stops reading it: held
+        while sent < 1_000_000:
+            batch = []
+            for _ in range(100):
+                sent += 1
+                props = struct.pack(">HHQH", 60, 0, 1, 0x2000) + \
+                    longstr(b"\x01nl" + struct.pack(">q", sent))
+                batch += (publish, HEAD.pack(2, 1, len(props)), props, b"\xce", body)
+            client.sock.sendall(b"".join(batch))
+    client.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    client.sock.close()  # an RST
+    wait_for(lambda: "reset its connection" in proxy.log_path.read_text(), 10)
