@@ -247,8 +247,10 @@ class Session:
         if self._closed or self._reading:
             return
         sock = self._client.get_extra_info("socket")
+        if sock is None:
+            return  # not a socket: nothing to check
         try:
-            error = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) if sock else 0
+            error = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
         except OSError:
             error = 0
         if error:

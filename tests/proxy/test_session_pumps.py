@@ -42,6 +42,9 @@ class _Transport:
     def is_closing(self) -> bool:
         return False
 
+    def get_extra_info(self, name: str, default: object = None) -> object:
+        return default  # no socket: a session not read cannot check it for a reset
+
 
 class _Catalog:
     def __init__(self, *exchanges: RTopic) -> None:
