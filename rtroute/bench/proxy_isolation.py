@@ -12,6 +12,10 @@ stop after SIGTERM under that load. With ``--rounds N`` the alone/beside pair is
 times back to back and the median of the pairs' ratios is reported: on a shared machine, a
 burst of other work spoils one pair instead of the figure.
 
+A tap queue, bound with a key that ``#`` matches, counts the hostile client's messages routed in
+each beside phase (reported, so that a hostile client the broker refuses is seen as no load),
+and after each one the bench waits until the proxy has served what the stopped client sent.
+
 The baseline, same run: the same two clients straight to the broker, the hostile one
 publishing to ``NAME.bindings`` what the proxy sends for ``#`` (``BCC`` = one binding key per
 queue): what the broker itself leaves the well-behaved client under that load.
