@@ -43,7 +43,7 @@ from rtroute.amqp import frames
 from rtroute.amqp.binding_watcher import RELIST_WITH_EVENTS, BindingWatcher
 from rtroute.amqp.broker_identity import identity_from_server_properties
 from rtroute.amqp.connection import ReconnectingConnection
-from rtroute.amqp.content_header import PROPERTY_NAMES, content_header_frame
+from rtroute.amqp.content_header import content_header_frame, content_header_frame_with
 from rtroute.amqp.event_source import EVENT_VHOST, EventSource, running
 from rtroute.amqp.management import ManagementClient, ManagementError, WrongBroker
 from rtroute.publisher.policy import CLOSED
@@ -462,10 +462,8 @@ class PublisherEngine:
                     header = self._head_cache[(None, size)] = content_header_frame(
                         method_frames.channel, size, None)
             else:
-                values = {} if properties is None else \
-                    {name: getattr(properties, name, None) for name in PROPERTY_NAMES}
-                values["headers"] = headers or None
-                header = content_header_frame(method_frames.channel, size, values)
+                header = content_header_frame_with(method_frames.channel, size, properties,
+                                                   headers or None)
             if not frames.frame_fits(len(header), self._frame_max):
                 raise ValueError(f"the properties and headers take {len(header)} bytes, more "
                                  f"than the connection's frame_max ({self._frame_max})")
