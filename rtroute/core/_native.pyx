@@ -970,3 +970,96 @@ def encode_plain_entries(table, bint finite_floats=False):
         return PyBytes_FromStringAndSize(out.data, out.len)
     finally:
         free(out.data)
+
+
+# the basic properties in flag order (bit 15 first) and how each is encoded
+_PROPERTY_KINDS = (
+    ("content_type", 0), ("content_encoding", 0), ("headers", 3), ("delivery_mode", 1),
+    ("priority", 1), ("correlation_id", 0), ("reply_to", 0), ("expiration", 0),
+    ("message_id", 0), ("timestamp", 2), ("type", 0), ("user_id", 0), ("app_id", 0),
+    ("cluster_id", 0))
+
+
+cdef int _put_property(_Out *out, object value, int kind) except -1:
+    cdef Py_ssize_t size
+    cdef const char *data
+    cdef type cls = type(value)
+    cdef unsigned long long number
+    cdef size_t start
+    if kind == 0:  # short string
+        if cls is str:
+            try:
+                data = PyUnicode_AsUTF8AndSize(value, &size)
+            except UnicodeEncodeError:
+                return GENERAL
+        elif cls is bytes:
+            data = PyBytes_AS_STRING(value)
+            size = len(<bytes>value)
+        else:
+            return GENERAL
+        if size > 255:
+            return GENERAL
+        _room(out, 1 + size)
+        out.data[out.len] = <char>size
+        memcpy(out.data + out.len + 1, data, size)
+        out.len += 1 + size
+        return PLAIN
+    if kind == 3:  # the headers table, floats finite (RabbitMQ's parser has no others)
+        if cls is not dict:
+            return GENERAL
+        _room(out, 4)
+        out.len += 4
+        start = out.len
+        if _put_entries(out, <dict>value, True, 0) != PLAIN or out.len - start > 0xffffffff:
+            return GENERAL
+        _be(out.data + start - 4, out.len - start, 4)
+        return PLAIN
+    if cls is not int or value < 0 or value > (255 if kind == 1 else 0xffffffffffffffff):
+        return GENERAL
+    number = value
+    _room(out, 8)
+    _be(out.data + out.len, number, 1 if kind == 1 else 8)
+    out.len += 1 if kind == 1 else 8
+    return PLAIN
+
+
+def plain_header_frame(uint16_t channel, uint64_t body_size, properties, headers):
+    """The content header frame of a ``body_size``-byte body on ``channel`` with the
+    properties of ``properties`` (an object with pika's attribute names, or None) and
+    ``headers`` instead of its own (None: no table), as
+    ``rtroute.amqp.content_header.content_header_frame_with`` builds it, when every property
+    set is of the plain kind (a short string as str or bytes, an octet or timestamp as an
+    int in range, the headers a plain table: see :func:`encode_plain_entries`); else None."""
+    cdef _Out out
+    cdef uint16_t flags = 0
+    cdef int bit = 15
+    cdef size_t payload
+    out.data = NULL
+    out.len = 0
+    out.cap = 0
+    try:
+        _room(&out, 256)
+        out.len = 21  # frame head (7), class and weight (4), body size (8), flags (2)
+        for name, kind in _PROPERTY_KINDS:
+            value = headers if kind == 3 else \
+                (None if properties is None else getattr(properties, name, None))
+            if value is not None:
+                if _put_property(&out, value, kind) != PLAIN:
+                    return None
+                flags |= 1 << bit
+            bit -= 1
+        _room(&out, 1)
+        out.data[out.len] = <char>0xce
+        out.len += 1
+        payload = out.len - 8
+        if payload > 0xffffffff:
+            return None
+        out.data[0] = 2
+        _be(out.data + 1, channel, 2)
+        _be(out.data + 3, payload, 4)
+        _be(out.data + 7, 60 << 16, 4)  # class 60, weight 0
+        _be(out.data + 11, body_size, 8)
+        _be(out.data + 19, flags, 2)
+        return PyBytes_FromStringAndSize(out.data, out.len)
+    finally:
+        free(out.data)

@@ -11,6 +11,9 @@ Decimal or datetime, a name or value with no encoding, a NaN or infinity when
 ``finite_floats``, a table over 64 deep -- answers None, and the general encoder encodes it
 (or says why it cannot). Both give the general encoder's bytes wherever they answer
 (tests/core/test_plain_table.py: random tables, differential).
+
+:func:`plain_header_frame` builds the publisher's whole content header frame the same way,
+when every property set is plain (else None: the general encoder builds it).
 """
 from __future__ import annotations
 
@@ -20,7 +23,8 @@ from typing import Any
 
 from rtroute.core import IMPLEMENTATION
 
-__all__ = ["encode_plain_entries", "py_encode_plain_entries"]
+__all__ = ["encode_plain_entries", "plain_header_frame", "py_encode_plain_entries",
+           "py_plain_header_frame"]
 
 _DEPTH = 64
 _U32 = struct.Struct(">I").pack
@@ -92,7 +96,65 @@ def py_encode_plain_entries(table: Any, finite_floats: bool = False) -> bytes | 
         return None
 
 
+# the basic properties in flag order (bit 15 first): 0 a short string, 1 an octet, 2 a
+# timestamp, 3 the headers table
+_PROPERTY_KINDS = (
+    ("content_type", 0), ("content_encoding", 0), ("headers", 3), ("delivery_mode", 1),
+    ("priority", 1), ("correlation_id", 0), ("reply_to", 0), ("expiration", 0),
+    ("message_id", 0), ("timestamp", 2), ("type", 0), ("user_id", 0), ("app_id", 0),
+    ("cluster_id", 0))
+_FRAME_HEAD = struct.Struct(">BHIHHQH")  # type, channel, size; class, weight, body, flags
+
+
+def _property(value: Any, kind: int) -> bytes:
+    cls = type(value)
+    if kind == 0:
+        if cls is str:
+            try:
+                value = value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise _General from None
+        elif cls is not bytes:
+            raise _General
+        if len(value) > 255:
+            raise _General
+        return bytes((len(value),)) + value
+    if kind == 3:
+        if cls is not dict:
+            raise _General
+        entries = _entries(value, True, 0)
+        return _U32(len(entries)) + entries
+    if cls is not int or not 0 <= value <= (255 if kind == 1 else (1 << 64) - 1):
+        raise _General
+    return bytes((value,)) if kind == 1 else struct.pack(">Q", value)
+
+
+def py_plain_header_frame(channel: int, body_size: int, properties: Any,
+                          headers: dict | None) -> bytes | None:
+    """The content header frame of a ``body_size``-byte body on ``channel`` with the
+    properties of ``properties`` (an object with pika's attribute names, or None) and
+    ``headers`` instead of its own (None: no table), when every property set is plain (a
+    short string as str or bytes, an octet or timestamp as an int in range, the headers a
+    plain table, floats finite); else None (the general encoder,
+    :func:`rtroute.amqp.content_header.content_header_frame_with`, builds it)."""
+    flags = 0
+    parts = []
+    try:
+        for bit, (name, kind) in zip(range(15, 1, -1), _PROPERTY_KINDS):
+            value = headers if kind == 3 else \
+                (None if properties is None else getattr(properties, name, None))
+            if value is not None:
+                parts.append(_property(value, kind))
+                flags |= 1 << bit
+    except _General:
+        return None
+    properties_bytes = b"".join(parts)
+    return _FRAME_HEAD.pack(2, channel, 14 + len(properties_bytes), 60, 0, body_size,
+                            flags) + properties_bytes + b"\xce"
+
+
 if IMPLEMENTATION == "native":
-    from rtroute.core._native import encode_plain_entries
+    from rtroute.core._native import encode_plain_entries, plain_header_frame
 else:
     encode_plain_entries = py_encode_plain_entries
+    plain_header_frame = py_plain_header_frame

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from rtroute.amqp import field_table
 from rtroute.amqp.field_table import FieldTableError, encode_entries
-from rtroute.core.plain_table import py_encode_plain_entries
+from rtroute.core.plain_table import py_encode_plain_entries, py_plain_header_frame
 
 from ..hypothesis_profiles import examples
 from .conftest import NATIVE
@@ -123,3 +123,49 @@ def test_the_publishers_header_frame_is_the_one_of_its_properties(table, content
     if not content_type and priority is None and not app_id:
         assert content_header_frame_with(3, 100, None, table or None) == \
             content_header_frame(3, 100, {"headers": table or None})
+
+
+FRAMERS = [pytest.param(py_plain_header_frame, id="twin")]
+FRAMERS.append(pytest.param(getattr(NATIVE, "plain_header_frame", None), id="native",
+                            marks=() if NATIVE else pytest.mark.skip("extension not built")))
+short = st.none() | st.text(max_size=8) | st.binary(max_size=8) | st.text(min_size=256,
+                                                                           max_size=260)
+octet = st.none() | st.integers(-2, 300) | st.just(True)
+stamp = st.none() | st.integers(-1, 1 << 65)
+
+
+@pytest.mark.parametrize("frame", FRAMERS)
+@settings(max_examples=examples(300))
+@given(table=st.none() | tables, content_type=short, app_id=short, priority=octet,
+       delivery_mode=octet, timestamp=stamp, channel=st.integers(0, 65535),
+       body_size=st.integers(0, (1 << 64) - 1))
+def test_a_plain_header_frame_is_the_general_encoders(frame, table, content_type, app_id,
+                                                       priority, delivery_mode, timestamp,
+                                                       channel, body_size):
+    """plain_header_frame (the publisher's, native or twin) gives content_header_frame_with's
+    bytes wherever it answers, and answers whenever every property set is plain."""
+    import pika
+
+    from rtroute.amqp.content_header import content_header_frame_with
+
+    properties = pika.BasicProperties(content_type=content_type, app_id=app_id,
+                                      priority=priority, delivery_mode=delivery_mode,
+                                      timestamp=timestamp, headers={"own": 1})
+    found = frame(channel, body_size, properties, table)
+    try:
+        expected = content_header_frame_with(channel, body_size, properties, table)
+    except ValueError:
+        expected = None
+    plain = all(v is None or (type(v) in (str, bytes) and
+                              len(v.encode("utf-8", "surrogatepass") if type(v) is str
+                                  else v) <= 255 and
+                              (type(v) is bytes or not any("\ud800" <= c <= "\udfff" for c in v)))
+                for v in (content_type, app_id)) and \
+        all(v is None or (type(v) is int and 0 <= v <= 255) for v in (priority, delivery_mode)) \
+        and (timestamp is None or 0 <= timestamp < 1 << 64) \
+        and (table is None or _plain(table, True))
+    if found is None:
+        assert not plain
+    else:
+        assert found == expected
+        assert plain
