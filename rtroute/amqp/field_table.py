@@ -65,6 +65,9 @@ import struct
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
+from rtroute.core import IMPLEMENTATION
+from rtroute.core.plain_table import encode_plain_entries
+
 __all__ = [
     "BoolOctet",
     "FieldTable",
@@ -357,6 +360,9 @@ class FieldTable(dict):
 _U32 = struct.Struct(">I").unpack_from
 _P32 = struct.Struct(">I").pack
 _I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
+# plain tables (a dict of str names and plain values: most headers) encoded natively in one
+# pass (rtroute.core.plain_table); the twin would only add a second pass here
+_NATIVE_PLAIN = encode_plain_entries if IMPLEMENTATION == "native" else None
 _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
 
 # tag octet -> size of a fixed-size value; -1: a 4-byte length then that many bytes
@@ -837,6 +843,10 @@ def encode_entries(table: Mapping[Any, Any] | Iterable[tuple[Any, Any]],
     Raises:
         FieldTableError: a name or a value has no encoding.
     """
+    if _NATIVE_PLAIN is not None:
+        plain = _NATIVE_PLAIN(table, finite_floats)  # None unless a plain dict
+        if plain is not None:
+            return plain
     if not isinstance(table, Mapping):
         table = FieldTable.from_entries(table)
     return b"".join(_encode(table, True, finite_floats))

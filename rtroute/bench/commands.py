@@ -329,9 +329,12 @@ def bench_publish(uri: str, management_uri: str | None, plugin_uri: str | None, 
                                  "varied"]),
               help="Only this scenario (repeatable; default: all); one-key: the five one-key "
                    "shapes, varied: the five of real traffic.")
+@click.option("--broker-pid", type=click.IntRange(min=0), default=0,
+              help="The broker's process on this machine: also report its CPU per message "
+                   "on each path (from /proc; the purges between runs included).")
 @json_option
 def bench_proxy(uri: str, management_uri: str | None, plugin_uri: str | None, repeat: int,
-                scale: float, bindings: int, scenarios: tuple[str, ...],
+                scale: float, bindings: int, scenarios: tuple[str, ...], broker_pid: int,
                 json_path: str | None) -> None:
     """Publishing through `rtroute proxy` to x-rtopic vs straight to a native topic exchange
     (and the plugin): 10k bindings; 1 and 10 queues/msg; then real traffic: many keys in
@@ -344,7 +347,7 @@ def bench_proxy(uri: str, management_uri: str | None, plugin_uri: str | None, re
     shapes = [dataclasses.replace(s, messages=max(100, int(s.messages * scale)))
               for s in _chosen(SHAPES, VARIED_SHAPES, scenarios)]
     rows = run(uri, shapes, echo=click.echo, repeat=repeat, management_uri=management_uri,
-               plugin_uri=plugin_uri, bindings=bindings)
+               plugin_uri=plugin_uri, bindings=bindings, broker_pid=broker_pid)
     _save(json_path, "proxy", {"repeat": repeat, "scale": scale, "bindings": bindings,
                                "scenarios": [s.name or s.label for s in shapes],
                                "plugin": plugin_uri is not None}, json_rows(rows), uri=uri)

@@ -109,15 +109,18 @@ def register_rtopic(channel: Any, name: str, proxied: str, timeout: float = 60.0
 
 
 def run_shape(uri: str, shape: Shape, proxied: str, echo: Callable[[str], None],
-              repeat: int, plugin_uri: str | None, bindings: int, proxy_pid: int = 0) -> dict:
+              repeat: int, plugin_uri: str | None, bindings: int, proxy_pid: int = 0,
+              broker_pid: int = 0) -> dict:
     """One shape, each path ``repeat`` times (alternating); returns the median rates and the
-    proxy's median CPU microseconds per message (process ``proxy_pid``)."""
+    proxy's median CPU microseconds per message (process ``proxy_pid``), and with
+    ``broker_pid`` (the broker's process on this machine) the broker's per path."""
     conn, channel, plugin_conn, plugin_channel = _open(uri, plugin_uri, "rtroute bench proxy")
     version = conn._impl.server_properties.get("version")  # NAME.bindings as the proxy has it
     kind = bindings_exchange_type(version.decode() if isinstance(version, bytes) else version)
     setup = _Setup(channel, shape, uuid.uuid4().hex[:6], plugin_channel, bindings, kind)
     rates: dict[str, list[float]] = {"native": [], "proxy": []}
     cpu: list[float] = []
+    broker: dict[str, list[float]] = {"native": [], "proxy": []}
     if plugin_channel is not None:
         rates["plugin"] = []
     try:
@@ -126,18 +129,23 @@ def run_shape(uri: str, shape: Shape, proxied: str, echo: Callable[[str], None],
         publish(proxied, setup.name, "warm.up", 1, 10, echo=lambda *_: None)
         for run_number in range(1, repeat + 1):
             setup.purge(channel)
+            spent = cpu_seconds(broker_pid)
             rates["native"].append(_pika_path(uri, setup.native, shape.topic_keys, shape,
                                               channel, setup.queues))
+            broker["native"].append((cpu_seconds(broker_pid) - spent) * 1e6 / shape.messages)
             setup.purge(channel)
-            used = cpu_seconds(proxy_pid)
+            used, spent = cpu_seconds(proxy_pid), cpu_seconds(broker_pid)
             rates["proxy"].append(_pika_path(proxied, setup.name, shape.rtopic_keys, shape,
                                              channel, setup.queues))
             cpu.append((cpu_seconds(proxy_pid) - used) * 1e6 / shape.messages)
+            broker["proxy"].append((cpu_seconds(broker_pid) - spent) * 1e6 / shape.messages)
             if plugin_channel is not None:
                 rates["plugin"].append(setup.plugin_rate(plugin_uri, shape, plugin_channel)[0])
             echo(f"  {shape.label}, run {run_number}/{repeat}: " + ", ".join(
                 f"{path} {values[-1]:,.0f}" for path, values in rates.items()) +
-                f" msg/s; proxy CPU {cpu[-1]:.1f} µs/msg")
+                f" msg/s; proxy CPU {cpu[-1]:.1f} µs/msg" + (
+                    f"; broker CPU topic {broker['native'][-1]:.1f}, proxy "
+                    f"{broker['proxy'][-1]:.1f} µs/msg" if broker_pid else ""))
     finally:
         _close(conn, channel, plugin_conn, plugin_channel, setup)
     medians = _medians(rates, repeat)
@@ -146,6 +154,9 @@ def run_shape(uri: str, shape: Shape, proxied: str, echo: Callable[[str], None],
            "header_per_message": shape.vary_header, **medians,
            "proxy_cpu_us_per_msg": sorted(cpu)[len(cpu) // 2],
            "proxy_vs_native": medians["proxy_msgs_per_s"] / medians["native_msgs_per_s"]}
+    if broker_pid:  # the broker's CPU per message, the purges and waits included
+        row["broker_cpu_us_per_msg"] = {path: sorted(v)[len(v) // 2]
+                                        for path, v in broker.items()}
     if "plugin_msgs_per_s" in medians:
         row["proxy_vs_plugin"] = medians["proxy_msgs_per_s"] / medians["plugin_msgs_per_s"]
     return row
@@ -153,14 +164,15 @@ def run_shape(uri: str, shape: Shape, proxied: str, echo: Callable[[str], None],
 
 def run(uri: str = DEFAULT_URI, shapes: list[Shape] = SHAPES, echo: Callable[[str], Any] = print,
         repeat: int = 3, management_uri: str | None = None, plugin_uri: str | None = None,
-        bindings: int = BINDINGS) -> list[dict]:
-    """Runs every shape through one proxy process; prints progress and a table of medians."""
+        bindings: int = BINDINGS, broker_pid: int = 0) -> list[dict]:
+    """Runs every shape through one proxy process; prints progress and a table of medians
+    (with ``broker_pid``, the local broker's process, its CPU per message on each path)."""
     echo(f"rtroute proxy vs native topic exchange ({bindings:,} bindings, 100-byte messages, "
          f"median of {repeat} runs)")
     proc, port = start_proxy(uri, management_uri)
     try:
         rows = [run_shape(uri, s, proxy_uri(uri, port), echo, repeat, plugin_uri, bindings,
-                          proc.pid) for s in shapes]
+                          proc.pid, broker_pid) for s in shapes]
     finally:
         proc.terminate()
         proc.wait(30)
@@ -176,6 +188,13 @@ def run(uri: str = DEFAULT_URI, shapes: list[Shape] = SHAPES, echo: Callable[[st
         echo(f"| {r['scenario']} | " + " | ".join(f"{r[f'{p}_msgs_per_s']:,.0f}" for p in paths)
              + f" | {r['proxy_cpu_us_per_msg']:.1f} | {r['proxy_vs_native']:.2f} |"
              + (f" {r['proxy_vs_plugin']:.2f} |" if plugin else ""))
+    if broker_pid:
+        echo("")
+        echo("| scenario | broker CPU µs/msg, topic exchange | broker CPU µs/msg, proxy |")
+        echo("|---|---:|---:|")
+        for r in rows:
+            b = r["broker_cpu_us_per_msg"]
+            echo(f"| {r['scenario']} | {b['native']:.1f} | {b['proxy']:.1f} |")
     return rows
 
 

@@ -8,7 +8,7 @@ from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.unicode cimport PyUnicode_DecodeASCII
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t
-from libc.stdlib cimport free, malloc
+from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy
 
 import gc
@@ -805,3 +805,261 @@ def scan_chunk(data not None, Py_ssize_t skip, Py_ssize_t limit, list keys not N
             general.append((taken, data[e.at:e.at + e.len]))
         taken += 1
     return taken, 0
+
+
+# -- field tables: the common Python values encoded in one pass --------------------------------
+cdef extern from "Python.h":
+    long long PyLong_AsLongLongAndOverflow(object value, int *overflow) except? -1
+    double PyFloat_AS_DOUBLE(object value)
+
+cdef extern from "math.h":
+    bint isfinite(double x)
+
+cdef enum:
+    TABLE_DEPTH = 64  # deeper tables go to the Python encoder (which has no limit)
+    PLAIN = 0
+    GENERAL = 1
+
+
+cdef struct _Out:
+    char *data
+    size_t len
+    size_t cap
+
+
+cdef int _room(_Out *out, size_t extra) except -1:
+    cdef size_t cap = out.cap if out.cap else 256
+    cdef char *grown
+    if out.len + extra <= out.cap:
+        return 0
+    while cap < out.len + extra:
+        cap *= 2
+    grown = <char *>realloc(out.data, cap)
+    if grown == NULL:
+        raise MemoryError("rtroute core: out of memory")
+    out.data = grown
+    out.cap = cap
+    return 0
+
+
+cdef inline void _be(char *at, uint64_t value, int size):
+    cdef int i
+    for i in range(size):
+        at[i] = <char>((value >> (8 * (size - 1 - i))) & 0xff)
+
+
+cdef int _put(_Out *out, const char *data, size_t size) except -1:
+    _room(out, size)
+    memcpy(out.data + out.len, data, size)
+    out.len += size
+    return 0
+
+
+cdef int _put_tagged(_Out *out, char tag, uint64_t value, int size) except -1:
+    _room(out, 1 + size)
+    out.data[out.len] = tag
+    _be(out.data + out.len + 1, value, size)
+    out.len += 1 + size
+    return 0
+
+
+cdef int _put_string(_Out *out, char tag, const char *data, Py_ssize_t size) except -1:
+    if <uint64_t>size > 0xffffffff:
+        return GENERAL
+    _put_tagged(out, tag, <uint64_t>size, 4)
+    _put(out, data, size)
+    return PLAIN
+
+
+cdef int _put_value(_Out *out, object value, bint finite, int depth) except -1:
+    cdef type cls = type(value)
+    cdef Py_ssize_t size
+    cdef const char *data
+    cdef long long number
+    cdef int overflow = 0
+    cdef double real
+    cdef uint64_t bits
+    cdef size_t start
+    cdef int status
+    if cls is str:
+        try:
+            data = PyUnicode_AsUTF8AndSize(value, &size)
+        except UnicodeEncodeError:
+            return GENERAL
+        return _put_string(out, b'S', data, size)
+    if cls is bool:
+        return _put_tagged(out, b't', 1 if value else 0, 1)
+    if cls is int:
+        number = PyLong_AsLongLongAndOverflow(value, &overflow)
+        if overflow:
+            return GENERAL
+        if -2147483648 <= number <= 2147483647:
+            return _put_tagged(out, b'I', <uint64_t><uint32_t>(<int>number), 4)
+        return _put_tagged(out, b'l', <uint64_t>number, 8)
+    if cls is float:
+        real = PyFloat_AS_DOUBLE(value)
+        if finite and not isfinite(real):
+            return GENERAL
+        memcpy(&bits, &real, 8)
+        return _put_tagged(out, b'd', bits, 8)
+    if value is None:
+        return _put(out, b"V", 1)
+    if cls is bytes:
+        return _put_string(out, b'x', PyBytes_AS_STRING(value), len(<bytes>value))
+    if cls is dict or cls is list or cls is tuple:
+        if depth >= TABLE_DEPTH:
+            return GENERAL
+        _put_tagged(out, b'F' if cls is dict else b'A', 0, 4)
+        start = out.len
+        if cls is dict:
+            status = _put_entries(out, <dict>value, finite, depth + 1)
+        else:
+            status = PLAIN
+            for item in value:
+                status = _put_value(out, item, finite, depth + 1)
+                if status != PLAIN:
+                    break
+        if status != PLAIN or out.len - start > 0xffffffff:
+            return GENERAL
+        _be(out.data + start - 4, out.len - start, 4)
+        return PLAIN
+    return GENERAL  # a subclass, a typed value, Decimal, datetime...: the Python encoder
+
+
+cdef int _put_entries(_Out *out, dict table, bint finite, int depth) except -1:
+    cdef Py_ssize_t size
+    cdef const char *data
+    cdef int status
+    for name, value in table.items():
+        if type(name) is not str:
+            return GENERAL
+        try:
+            data = PyUnicode_AsUTF8AndSize(name, &size)
+        except UnicodeEncodeError:
+            return GENERAL
+        if size > 255:
+            return GENERAL
+        _room(out, 1 + size)
+        out.data[out.len] = <char>size
+        memcpy(out.data + out.len + 1, data, size)
+        out.len += 1 + size
+        status = _put_value(out, value, finite, depth)
+        if status != PLAIN:
+            return status
+    return PLAIN
+
+
+def encode_plain_entries(table, bint finite_floats=False):
+    """The AMQP 0-9-1 encoded entries of ``table`` (without the table's size), as
+    ``rtroute.amqp.field_table.encode_entries`` encodes them, when ``table`` is a ``dict``
+    holding ``str`` names and only values of the exact types str, bool, int (64 bits), float,
+    None, bytes, dict, list and tuple, at most 64 deep; else None (the Python encoder then
+    encodes it, or says why it cannot): a subclass, a typed value, a name or value with no
+    encoding, a NaN or infinity with ``finite_floats``."""
+    cdef _Out out
+    cdef int status
+    if type(table) is not dict:
+        return None
+    out.data = NULL
+    out.len = 0
+    out.cap = 0
+    try:
+        status = _put_entries(&out, <dict>table, finite_floats, 0)
+        if status != PLAIN:
+            return None
+        return PyBytes_FromStringAndSize(out.data, out.len)
+    finally:
+        free(out.data)
+
+
+# the basic properties in flag order (bit 15 first) and how each is encoded
+_PROPERTY_KINDS = (
+    ("content_type", 0), ("content_encoding", 0), ("headers", 3), ("delivery_mode", 1),
+    ("priority", 1), ("correlation_id", 0), ("reply_to", 0), ("expiration", 0),
+    ("message_id", 0), ("timestamp", 2), ("type", 0), ("user_id", 0), ("app_id", 0),
+    ("cluster_id", 0))
+
+
+cdef int _put_property(_Out *out, object value, int kind) except -1:
+    cdef Py_ssize_t size
+    cdef const char *data
+    cdef type cls = type(value)
+    cdef unsigned long long number
+    cdef size_t start
+    if kind == 0:  # short string
+        if cls is str:
+            try:
+                data = PyUnicode_AsUTF8AndSize(value, &size)
+            except UnicodeEncodeError:
+                return GENERAL
+        elif cls is bytes:
+            data = PyBytes_AS_STRING(value)
+            size = len(<bytes>value)
+        else:
+            return GENERAL
+        if size > 255:
+            return GENERAL
+        _room(out, 1 + size)
+        out.data[out.len] = <char>size
+        memcpy(out.data + out.len + 1, data, size)
+        out.len += 1 + size
+        return PLAIN
+    if kind == 3:  # the headers table, floats finite (RabbitMQ's parser has no others)
+        if cls is not dict:
+            return GENERAL
+        _room(out, 4)
+        out.len += 4
+        start = out.len
+        if _put_entries(out, <dict>value, True, 0) != PLAIN or out.len - start > 0xffffffff:
+            return GENERAL
+        _be(out.data + start - 4, out.len - start, 4)
+        return PLAIN
+    if cls is not int or value < 0 or value > (255 if kind == 1 else 0xffffffffffffffff):
+        return GENERAL
+    number = value
+    _room(out, 8)
+    _be(out.data + out.len, number, 1 if kind == 1 else 8)
+    out.len += 1 if kind == 1 else 8
+    return PLAIN
+
+
+def plain_header_frame(uint16_t channel, uint64_t body_size, properties, headers):
+    """The content header frame of a ``body_size``-byte body on ``channel`` with the
+    properties of ``properties`` (an object with pika's attribute names, or None) and
+    ``headers`` instead of its own (None: no table), as
+    ``rtroute.amqp.content_header.content_header_frame_with`` builds it, when every property
+    set is of the plain kind (a short string as str or bytes, an octet or timestamp as an
+    int in range, the headers a plain table: see :func:`encode_plain_entries`); else None."""
+    cdef _Out out
+    cdef uint16_t flags = 0
+    cdef int bit = 15
+    cdef size_t payload
+    out.data = NULL
+    out.len = 0
+    out.cap = 0
+    try:
+        _room(&out, 256)
+        out.len = 21  # frame head (7), class and weight (4), body size (8), flags (2)
+        for name, kind in _PROPERTY_KINDS:
+            value = headers if kind == 3 else \
+                (None if properties is None else getattr(properties, name, None))
+            if value is not None:
+                if _put_property(&out, value, kind) != PLAIN:
+                    return None
+                flags |= 1 << bit
+            bit -= 1
+        _room(&out, 1)
+        out.data[out.len] = <char>0xce
+        out.len += 1
+        payload = out.len - 8
+        if payload > 0xffffffff:
+            return None
+        out.data[0] = 2
+        _be(out.data + 1, channel, 2)
+        _be(out.data + 3, payload, 4)
+        _be(out.data + 7, 60 << 16, 4)  # class 60, weight 0
+        _be(out.data + 11, body_size, 8)
+        _be(out.data + 19, flags, 2)
+        return PyBytes_FromStringAndSize(out.data, out.len)
+    finally:
+        free(out.data)

@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 
 from rtroute.core import MAX_BINDING_BYTES, MAX_QUERY_BYTES, ForwardMatcher, RTopicTable
 from rtroute.core.keys import decode_key
+from rtroute.core.plain_table import encode_plain_entries
 from rtroute.routing import PreconditionFailed, extra_routing_keys
 from rtroute.routing.delivery_plan import Destination, Publish, bcc_fits, plan_delivery
 from rtroute.routing.rtopic_layout import ARCHIVE_KEY
@@ -67,8 +68,12 @@ class Decision:
 
 def field_table_size(value: Any) -> int:
     """An upper bound of the AMQP 0-9-1 encoded size of a header value (or table); exact for
-    a table that knows its ``wire_size`` (the sidecar's
+    a plain ``dict`` table (see :mod:`rtroute.core.plain_table`) and for a table that knows its ``wire_size`` (the sidecar's
     :class:`~rtroute.sidecar.ingress.RoutingHeaders`, which holds only a few entries)."""
+    if type(value) is dict:  # most tables: their exact size, encoded natively in one pass
+        plain = encode_plain_entries(value)
+        if plain is not None:
+            return 4 + len(plain)
     wire_size = getattr(value, "wire_size", None)
     if wire_size is not None:
         return wire_size
@@ -292,7 +297,16 @@ class ExchangeRouter:
         # a literal key without headers is published as it is (routes_as_published): its
         # decision is made here, without planning, and shared by its repeats in the batch
         literal: dict[str, Decision] | None = {} if self.routes_as_published("") else None
+        # messages whose headers (a dict) hold no CC, BCC or alias: planned as their key
+        # alone (shared with the batch), then given their headers (see _dressed)
+        dressed: list[tuple[int, str, dict]] = []
+        alias = self.bcc_alias
         for i, (routing_key, headers) in enumerate(messages):
+            if headers is not None and type(headers) is dict and type(routing_key) is str \
+                    and "CC" not in headers and "BCC" not in headers \
+                    and alias not in headers:
+                dressed.append((i, routing_key, headers))
+                headers = None
             if headers is None and type(routing_key) is str:
                 group = plain.get(routing_key)
                 if group is not None:
@@ -328,7 +342,25 @@ class ExchangeRouter:
                 decisions[i] = self._decision(routing_key, delivered, cc, plans[group], size)
         for i, group in repeats:  # the first of its key was plain too: its decision is shared
             decisions[i] = shared[group]
+        for i, routing_key, headers in dressed:
+            decisions[i] = self._dressed(decisions[i], routing_key, headers)  # type: ignore[arg-type]
         return decisions  # type: ignore[return-value]
+
+    def _dressed(self, plain: Decision, routing_key: str, headers: dict) -> Decision:
+        """The decision of a message with ``headers`` (a dict without ``CC``, ``BCC`` or the
+        alias) from ``plain``, its key's decision without headers: the same publishes with
+        the headers, as planning the message would decide, when the one publish's ``BCC``
+        still fits beside the headers table; else (several publishes, or a ``BCC`` that the
+        headers crowd out) the message is decided on its own."""
+        if plain.error is not None:
+            return Decision(headers=dict(headers), error=plain.error)
+        publishes = plain.publishes
+        if len(publishes) > 1 or (publishes and publishes[0].bcc and not bcc_fits(
+                publishes[0].bcc,
+                self.frame_max - FRAME_OVERHEAD - field_table_size(headers))):
+            return self.decide(routing_key, headers)
+        return Decision(publishes, dict(headers), unroutable=plain.unroutable,
+                        keys=plain.keys, list_keys=plain.list_keys)
 
     def _literal(self, routing_key: str) -> Decision:
         """The decision for a valid literal key published without headers (see

@@ -240,3 +240,27 @@ def test_literal_keys_in_turn_go_as_published_with_one_header_frame_per_body_siz
     assert sorted(built) == [1, 2]  # one header frame per body size
     assert futures[0].decision.matched == ("k.1",)
     assert pub.engine.unroutable == 1  # "nowhere": sent, the broker applies mandatory/AE
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_the_collector_is_paused_while_a_batch_is_routed_and_left_as_the_caller_had_it(
+        monkeypatch, enabled):
+    import gc
+
+    pub = Publishing(monkeypatch)
+    router = pub.engine._router
+    seen = []
+    decide_many = router.decide_many
+    monkeypatch.setattr(router, "decide_many",
+                        lambda messages: seen.append(gc.isenabled()) or decide_many(messages))
+    if not enabled:
+        gc.disable()
+    try:
+        future = pub.publish("a.*", b"m1")
+        pub.run()
+        assert seen == [False] and gc.isenabled() == enabled
+    finally:
+        gc.enable()
+    pub.rabbit.ack(pub.rabbit.to("logs.bindings")[0])
+    pub.run()
+    assert future.done() and future.exception() is None

@@ -128,3 +128,47 @@ def test_a_batch_of_literal_keys_is_not_planned():
         [("x.bindings", "a.b", ())]
     assert other.unroutable and other.matched == () and \
         [(p.routing_key, p.bcc) for p in other.publishes] == [("c.d", ())]
+
+
+_plain_headers = st.one_of(
+    st.none(),
+    st.fixed_dictionaries({}, optional={"n": st.integers(), "s": st.text(max_size=40),
+                                        "big": st.just("x" * 900)}),
+    headers)
+
+
+@SETTINGS
+@given(st.lists(st.tuples(destination, pattern), max_size=25),
+       st.lists(st.tuples(st.one_of(concrete, pattern), _plain_headers), min_size=2,
+                max_size=8),
+       st.sampled_from(["topic", "direct"]), st.sampled_from([None, "ae"]),
+       st.sampled_from([131072, 1200, 1100]))
+def test_a_batch_with_headers_is_decided_as_each_message_alone(bindings, messages,
+                                                                bindings_type, alternate,
+                                                                frame_max):
+    """decide_many plans a message whose headers hold no CC, BCC or alias as its key alone
+    (shared with the batch) and gives it its headers: the same decision as deciding it
+    alone, a BCC that the headers crowd out of the frame (small frame_max) included."""
+    router = ExchangeRouter("x", bindings_type=bindings_type, alternate_exchange=alternate,
+                            frame_max=frame_max)
+    for dest, key in bindings:
+        router.bind(dest, key)
+    batch = [_outcome(d) for d in router.decide_many(messages)]
+    alone = [_outcome(router.decide(key, hdrs)) for key, hdrs in messages]
+    assert batch == alone
+
+
+def test_literal_keys_with_headers_are_not_planned():
+    """A literal key whose headers hold no CC, BCC or alias (a sequence number per message)
+    takes the literal keys' short cut too, with its own headers."""
+    router = ExchangeRouter("x", bindings_type="direct")
+    router.bind(("queue", "p"), "a.b")
+
+    def refuse(*_args):
+        raise AssertionError("planned")
+
+    router._plan = refuse
+    first, second = router.decide_many([("a.b", {"n": 1}), ("a.b", {"n": 2})])
+    assert (first.headers, second.headers) == ({"n": 1}, {"n": 2})
+    assert first.publishes == second.publishes and first.matched == ("a.b",)
+    assert [(p.routing_key, p.bcc) for p in first.publishes] == [("a.b", ())]
