@@ -284,8 +284,8 @@ class RabbitMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._reader_uri: str | None | bool = False  # False: not chosen yet
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"options": self.options, "plan": self.plan, "_connection": None, "_stream": None, "_target": None,
-                "_latest": None, "_reader_uri": False}
+        return {"options": self.options, "plan": self.plan, "_connection": None,
+                "_stream": None, "_target": None, "_latest": None, "_reader_uri": False}
 
     def reader_uri(self) -> str | None:
         """The stream URI the executors read at, or None for AMQP 0-9-1; chosen on the driver
