@@ -163,6 +163,7 @@ def bench_spark(messages: int, bindings: int, master: str, repeats: int, referen
                 raise StreamBenchError(str(exc)) from None
             parameters.update({"stream_messages": stream_messages,
                                "stream_protocol": streamed["stream_protocol_uri"] is not None,
+                               "stream_chunks": streamed.get("chunks"),
                                "bindings": streamed["bindings"],
                                "spark": streamed["spark_version"], "mix": streamed["mix"]})
             rows += spark_stream.json_rows(streamed)

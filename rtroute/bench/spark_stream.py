@@ -230,6 +230,32 @@ def _timed_read(read_range: Callable[..., Iterator[Any]], uri: str, stream: str,
     return seconds
 
 
+def count_chunks(stream_uri: str, stream: str, count: int, timeout: float = 60.0) -> int:
+    """How many chunks hold offsets ``[0, count)`` of ``stream`` (the publisher's pace makes
+    them: a chunk is what the stream's writer had at once).
+
+    Raises:
+        StreamBenchError: no chunk came for ``timeout`` seconds.
+    """
+    from rtroute.amqp.stream_protocol import StreamProtocolConnection
+
+    connection = StreamProtocolConnection(stream_uri, "rtroute-bench-stream-chunks")
+    try:
+        connection.subscribe(stream, 0, 256)
+        chunks = end = 0
+        while end < count:
+            chunk = connection.next_chunk(timeout)
+            if chunk is None:
+                raise StreamBenchError(f"stream {stream}: no chunk for {timeout:g} s after "
+                                       f"offset {end:,}")
+            chunks += 1
+            end = chunk.first_offset + chunk.records
+            connection.credit(1)
+        return chunks
+    finally:
+        connection.close()
+
+
 def protocol_uri(uri: str, given: str | None) -> str | None:
     """The stream-protocol URI to measure: ``given``, or with ``None``/``auto`` the one the
     stream source would choose for ``uri`` (port 5552 of its host, if it names the same
@@ -317,6 +343,7 @@ def run(uri: str, messages: int = 100_000, bindings: int = 10_000, master: str =
     from rtroute.spark.stream_consumer import StreamConnection, tails
 
     root = Path(workdir or tempfile.mkdtemp(prefix="rtroute-bench-spark-stream-"))
+    chunks: int | None = None
     best: dict[str, StreamMeasurement] = {}
 
     def keep(name: str, seconds: float, attempt: int) -> None:
@@ -352,6 +379,10 @@ def run(uri: str, messages: int = 100_000, bindings: int = 10_000, master: str =
             if tail != messages:
                 raise StreamBenchError(f"stream {stream} ends at offset {tail:,}, not "
                                        f"{messages:,}")
+            if protocol:
+                chunks = count_chunks(protocol, stream, messages)
+                echo(f"  the stream holds {chunks:,} chunks, {messages / chunks:,.1f} messages "
+                     "each (a stream reader's cost at the broker is per chunk)")
             echo("warm-up (JVM, Python workers, the stream source) ...")
             route_batch(spark, archive, pairs, root / "batch", limit=WARM_UP_ROWS)
             warm = min(WARM_UP_ROWS, messages)
@@ -379,7 +410,7 @@ def run(uri: str, messages: int = 100_000, bindings: int = 10_000, master: str =
          f"{BATCH} reads the archive the stream was filled from)")
     return {"results": results, "mix": mix, "master": master, "messages": messages,
             "bindings": len(pairs), "repeats": repeats, "spark_version": spark_version,
-            "stream_protocol_uri": protocol}
+            "stream_protocol_uri": protocol, "chunks": chunks}
 
 
 def format_table(results: list[StreamMeasurement]) -> str:

@@ -55,6 +55,7 @@ from rtroute.relay.outgoing import Outgoing
 from rtroute.relay.timers import Timers
 from rtroute.routing.delivery_plan import Publish
 from rtroute.routing.exchange_router import ExchangeRouter
+from rtroute.routing.rtopic_layout import ARCHIVE_KEY
 
 if TYPE_CHECKING:
     from rtroute.amqp.confirm_window import ConfirmWindow
@@ -84,6 +85,10 @@ class PublisherEngine:
         window: publishes in flight awaiting confirms.
         published_key_header: the header that carries the key as published (or None).
         connection_name: shown in the management UI.
+        archive: the archive stream of ``NAME`` (None: no archive): every publish of a
+            message that carries the key as published carries ``ARCHIVE_KEY`` in its ``BCC``
+            too, so the stream (bound to ``NAME.bindings`` with that key) gets each message
+            once, matched or not; while it is not bound, messages fail, never published.
 
     Attributes shared with callers' threads (under :attr:`lock`): :attr:`queue` of
     ``(future, routing_key, body, properties, headers, mandatory)``, ``wakeup_scheduled``,
@@ -96,12 +101,14 @@ class PublisherEngine:
                  management: ManagementClient, masked_uri: str, vhost: str,
                  policy: PublisherPolicy, on_settled: Callable[[Sequence[Any]], Any],
                  window: int, published_key_header: str | None,
-                 connection_name: str) -> None:
+                 connection_name: str, archive: str | None = None) -> None:
         self.exchange = exchange
         self.bindings_exchange = f"{exchange}.bindings"
         self.masked_uri = masked_uri
         self.published_key_header = published_key_header
         self._router = router
+        self.archive = archive
+        self._archived_parts: dict[Publish, Publish] = {}  # a publish -> with ARCHIVE_KEY
         self._management = management
         self._vhost = vhost
         self._policy = policy
@@ -348,6 +355,13 @@ class PublisherEngine:
             else:
                 future.decision = decision
                 parts = decision.publishes
+            if self.archive is not None:
+                archived = self._with_archive(routing_key, parts)
+                if isinstance(archived, str):
+                    self._policy.not_routed(future, archived)
+                    relay.submit(future, ())
+                    continue
+                parts = archived
             if len(parts) == 1 and not mandatory and fast is not None:
                 # the common case: one publish, handed to the window in bulk (it has room)
                 part = parts[0]
@@ -384,6 +398,27 @@ class PublisherEngine:
                 with self.lock:
                     self.queue.extendleft(reversed(batch[index + 1:]))
             return
+
+    def _with_archive(self, routing_key: str, parts: Sequence[Publish]
+                      ) -> list[Publish] | str:
+        """``parts`` with ``ARCHIVE_KEY`` added to the ``BCC`` of the first publish that goes
+        to ``NAME.bindings`` with the key as published, so the archive stream gets the message
+        once, as published; or why it cannot be archived (the message is then not sent)."""
+        if not self._router.archived_to(("queue", self.archive)):
+            return (f"archive stream {self.archive!r} is not bound to "
+                    f"{self.bindings_exchange!r} with {ARCHIVE_KEY!r}: not published, nor "
+                    "archived")
+        for index, part in enumerate(parts):
+            if part.exchange == self.bindings_exchange and part.routing_key == routing_key \
+                    and part.published_key is None:
+                archived = self._archived_parts.get(part)
+                if archived is None:
+                    if len(self._archived_parts) >= FRAME_CACHE:
+                        self._archived_parts.clear()
+                    archived = self._archived_parts[part] = Publish(
+                        part.exchange, routing_key, (*(part.bcc or ()), ARCHIVE_KEY))
+                return [*parts[:index], archived, *parts[index + 1:]]
+        return "no publish of the message carries its key as published: not archived"
 
     def _submit(self, future: MessageFuture, parts: Sequence[Publish],
                 headers: dict[str, Any], body: bytes, properties: pika.BasicProperties | None,

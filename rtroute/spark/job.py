@@ -138,20 +138,35 @@ def route(messages: DataFrame, bindings: BindingsArg, kind: str = "rtopic", *,
         raise ValueError(f"messages already have the output column(s) {', '.join(clash)}; "
                          "rename or drop them first")
     context = messages.sparkSession.sparkContext
-    plan = RoutePlan(kind=kind, fingerprint=fingerprint(kind, pairs),
-                     bindings=context.broadcast(pairs), key_column=key_column,
-                     headers_column=headers, noop=noop,
+    plan = route_plan(pairs, kind, stats, bindings=context.broadcast(pairs),
+                      key_column=key_column, headers_column=headers, noop=noop)
+    return messages.mapInArrow(functools.partial(route_batches, plan=plan),
+                               routed_schema(schema))
+
+
+def route_plan(pairs: list[tuple[str, str]], kind: str, stats: RouteStats | None = None,
+               bindings: Any = None, **fields: Any) -> RoutePlan:
+    """What a task needs to route ``pairs`` (already checked): ``bindings`` is what carries
+    them to the executors (a broadcast; by default the pairs themselves), ``stats`` the
+    accumulators, ``fields`` any other :class:`RoutePlan` field."""
+    return RoutePlan(kind=kind, fingerprint=fingerprint(kind, pairs),
+                     bindings=pairs if bindings is None else bindings,
                      builds=stats.matcher_builds if stats else None,
                      rows=stats.rows if stats else None,
                      workers=stats.workers if stats else None,
-                     cores=stats.cores if stats else None)
-    out_schema = T.StructType(list(schema.fields) + [
+                     cores=stats.cores if stats else None, **fields)
+
+
+def routed_schema(schema: Any) -> Any:
+    """``schema`` (a Spark ``StructType``) with the three columns :func:`route` adds."""
+    from pyspark.sql import types as T
+
+    return T.StructType(list(schema.fields) + [
         T.StructField(DESTINATIONS, T.ArrayType(T.StringType(), containsNull=False)),
         T.StructField(DELIVERED_HEADERS,
                       T.MapType(T.StringType(), T.StringType(), valueContainsNull=False)),
         T.StructField(ERROR, T.StringType()),
     ])
-    return messages.mapInArrow(functools.partial(route_batches, plan=plan), out_schema)
 
 
 def destination_counts(routed: DataFrame) -> DataFrame:

@@ -1,8 +1,11 @@
 """``rtroute spark stream``: route a RabbitMQ stream micro-batch by micro-batch into files.
 
-The stream is read with the ``rtroute-rabbitmq-stream`` source (:mod:`rtroute.spark.stream_source`),
-routed with :func:`rtroute.spark.route` (the same columns as ``spark route`` writes), and
-written by one of two sinks:
+The stream is read with the ``rtroute-rabbitmq-stream`` source (:mod:`rtroute.spark.stream_source`)
+and routed as :func:`rtroute.spark.route` routes (the same columns as ``spark route`` writes)
+in the same Python worker that reads it (:func:`~rtroute.spark.stream_source.
+register_routed_stream_source`: one Arrow batch per read batch handed to Spark, no second Python
+worker), each batch split into at least Spark's default parallelism of partitions
+(``minPartitions``), and written by one of two sinks:
 
 - **Spark's own** (the default): ``writeStream.format(FORMAT)`` into ``OUT``, any format Spark
   has on its classpath (parquet, json, csv, orc, or delta when its package is added). File
@@ -296,11 +299,9 @@ def run_stream(spark: SparkSession, *, uri: str, streams: list[str], bindings: B
         ValueError, TypeError: bad options or bindings.
         pyspark.errors.StreamingQueryException: the query failed.
     """
-    from rtroute.spark.job import route
-    from rtroute.spark.stream_source import NAME, register_stream_source
+    from rtroute.spark.stream_source import register_routed_stream_source
 
     echo = echo or (lambda _line: None)
-    register_stream_source(spark)
     fmt = check_format(spark, output_format)
     files = _Files(spark, out)
     checkpoint_files = _Files(spark, checkpoint)
@@ -308,8 +309,12 @@ def run_stream(spark: SparkSession, *, uri: str, streams: list[str], bindings: B
     # batches Spark's file sink committed already: run again after a crash, it skips them
     committed = max(_sink_batches(files), default=-1)
     source = source_options(uri, streams, starting_offset, max_records, options)
-    routed = route(spark.readStream.format(NAME).options(**source).load(), bindings, kind,
-                   stats=stats)
+    if not any(key.lower() == "minpartitions" for key in source):
+        # a batch below offsetsPerPartition is still read and routed by every core
+        source["minPartitions"] = str(spark.sparkContext.defaultParallelism)
+    # read and routed in one Python worker per task (see register_routed_stream_source)
+    routed = spark.readStream.format(register_routed_stream_source(
+        spark, bindings, kind, stats)).options(**source).load()
     result = StreamRunStats()
     written: dict[int, tuple[str, bool]] = {}  # batch id -> (its directory, already there)
 
@@ -376,7 +381,13 @@ def run_stream(spark: SparkSession, *, uri: str, streams: list[str], bindings: B
         files.write_text(files.child(MARKER), json.dumps(
             {"query": str(query.id), "checkpoint": checkpoint_files.root}) + "\n")
     try:
-        while not query.awaitTermination(0.5):
+        polled = time.monotonic()
+        # the end is seen within 50 ms (an --available-now run is over that much sooner);
+        # progress and should_stop are looked at twice a second
+        while not query.awaitTermination(0.05):
+            if time.monotonic() - polled < 0.5:
+                continue
+            polled = time.monotonic()
             report()
             if should_stop is not None and should_stop():
                 break

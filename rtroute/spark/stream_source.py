@@ -37,6 +37,9 @@ Options (names are case-insensitive):
   makes it wait that long).
 - ``offsetsPerPartition`` (default 50000): a stream's range in one batch is split into
   partitions of this many offsets, read in parallel by the executors.
+- ``minPartitions`` (default 1): a batch is split into at least this many partitions (while
+  each keeps at least 1,000 offsets), so that a batch smaller than ``offsetsPerPartition``
+  still keeps every core busy; ``rtroute spark stream`` gives Spark's default parallelism.
 - ``readTimeout`` (seconds, default 60): a partition fails (and Spark retries it) when no
   message came for this long.
 
@@ -117,10 +120,23 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.types import StructType
 
+    from rtroute.spark.batches import RoutePlan
+    from rtroute.spark.job import BindingsArg, RouteStats
+
 __all__ = ["NAME", "RabbitMQStreamDataSource", "RabbitMQStreamReader", "StreamOptions",
-           "StreamPartition", "register_stream_source", "share_limit", "spark_schema"]
+           "StreamPartition", "partition_ranges", "register_routed_stream_source",
+           "register_stream_source", "share_limit", "spark_schema"]
 
 NAME = "rtroute-rabbitmq-stream"
+MIN_PARTITION_OFFSETS = 1_000  # minPartitions splits no partition below this
+# the routed source's rows as Arrow: what spark's check of a Python source's batches wants for
+# routed_schema(spark_schema()) (mapInArrow takes the router's batches as they are; this
+# check does not: its lists and maps hold no nulls)
+ROUTED_ARROW_SCHEMA = pa.schema(list(ARROW_SCHEMA) + [
+    pa.field("destinations", pa.list_(pa.field("item", pa.string(), nullable=False))),
+    pa.field("delivered_headers",
+             pa.map_(pa.string(), pa.field("value", pa.string(), nullable=False))),
+    pa.field("error", pa.string())])
 _log = logging.getLogger("rtroute.spark")
 
 
@@ -140,7 +156,7 @@ def spark_schema() -> StructType:
 
 _KNOWN = {name.lower(): name for name in (
     "uri", "stream", "streams", "startingOffset", "maxRecordsPerTrigger", "prefetch", "tailWait",
-    "offsetsPerPartition", "readTimeout", "streamUri")}
+    "offsetsPerPartition", "minPartitions", "readTimeout", "streamUri")}
 
 
 class StreamOptions:
@@ -174,6 +190,7 @@ class StreamOptions:
         self.prefetch = _number(options, "prefetch", DEFAULT_PREFETCH, int, 1, 65535)
         self.tail_wait = _number(options, "tailwait", 0.25, float, 0.01)
         self.partition_offsets = _number(options, "offsetsperpartition", 50_000, int, 1)
+        self.min_partitions = _number(options, "minpartitions", 1, int, 1)
         self.read_timeout = _number(options, "readtimeout", 60.0, float, 0.1)
         self.stream_uri = (options.get("streamuri") or os.environ.get("RTROUTE_STREAM_URI")
                            or "auto").strip()
@@ -232,6 +249,24 @@ def share_limit(backlog: Mapping[str, int], limit: int) -> dict[str, int]:
     return shares
 
 
+def partition_ranges(start: Mapping[str, int], end: Mapping[str, int], size: int,
+                     minimum: int = 1) -> list[tuple[str, int, int]]:
+    """``(stream, low, high)`` ranges covering each stream's ``[start, end)``: none over
+    ``size`` offsets, and at least ``minimum`` in all while each keeps at least
+    :data:`MIN_PARTITION_OFFSETS` (shared between the streams in proportion to their ranges)."""
+    total = sum(max(0, end[s] - start[s]) for s in start)
+    ranges = []
+    for stream in start:
+        count = end[stream] - start[stream]
+        if count <= 0:
+            continue
+        wanted = min(-(-minimum * count // total), count // MIN_PARTITION_OFFSETS)
+        step = -(-count // wanted) if wanted > -(-count // size) else size
+        ranges += [(stream, low, min(low + step, end[stream]))
+                   for low in range(start[stream], end[stream], step)]
+    return ranges
+
+
 class RabbitMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """The source's micro-batch reader (see the module docstring).
 
@@ -239,8 +274,9 @@ class RabbitMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     executors. The driver's connection is opened on first use and never pickled.
     """
 
-    def __init__(self, options: StreamOptions) -> None:
+    def __init__(self, options: StreamOptions, plan: RoutePlan | None = None) -> None:
         self.options = options
+        self.plan = plan  # route each batch read with it (register_routed_stream_source)
         self._connection: StreamConnection | None = None
         self._stream: Any = None  # the driver's stream-protocol connection, when reading so
         self._target: dict[str, int] | None = None
@@ -248,8 +284,8 @@ class RabbitMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._reader_uri: str | None | bool = False  # False: not chosen yet
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"options": self.options, "_connection": None, "_stream": None, "_target": None,
-                "_latest": None, "_reader_uri": False}
+        return {"options": self.options, "plan": self.plan, "_connection": None,
+                "_stream": None, "_target": None, "_latest": None, "_reader_uri": False}
 
     def reader_uri(self) -> str | None:
         """The stream URI the executors read at, or None for AMQP 0-9-1; chosen on the driver
@@ -374,22 +410,30 @@ class RabbitMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict, end: dict) -> Sequence[StreamPartition]:
         start, end = self._checked(start), self._checked(end)
-        size = self.options.partition_offsets
         reader_uri = self.reader_uri()
-        return [StreamPartition(stream, low, min(low + size, end[stream]), reader_uri)
-                for stream in self.options.streams
-                for low in range(start[stream], end[stream], size)]
+        return [StreamPartition(stream, low, high, reader_uri) for stream, low, high in
+                partition_ranges(start, end, self.options.partition_offsets,
+                                 self.options.min_partitions)]
 
     def read(self, partition: StreamPartition  # type: ignore[override]
              ) -> Iterator[pa.RecordBatch]:
-        """The partition's messages, on an executor (see :func:`read_range`)."""
+        """The partition's messages, on an executor (see :func:`read_range`), routed in the
+        same Python worker when the source routes (:func:`register_routed_stream_source`)."""
         options = self.options
         if partition.stream_uri is not None:
-            return stream_protocol_reader.read_range(
+            batches = stream_protocol_reader.read_range(
                 partition.stream_uri, partition.stream, partition.low, partition.high,
                 timeout=options.read_timeout)
-        return read_range(options.uri, partition.stream, partition.low, partition.high,
-                          prefetch=options.prefetch, timeout=options.read_timeout)
+        else:
+            batches = read_range(options.uri, partition.stream, partition.low, partition.high,
+                                 prefetch=options.prefetch, timeout=options.read_timeout)
+        if self.plan is None:
+            return batches
+        # imported here: the driver's source runner, a new Python process for each query,
+        # never routes (pyarrow.compute alone takes 0.1-0.2 s to import)
+        from rtroute.spark.batches import route_batches
+
+        return (batch.cast(ROUTED_ARROW_SCHEMA) for batch in route_batches(batches, self.plan))
 
     def commit(self, end: dict) -> None:
         """Nothing to do: a stream keeps its messages whatever its readers did."""
@@ -404,18 +448,56 @@ class RabbitMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 class RabbitMQStreamDataSource(DataSource):
     """The ``rtroute-rabbitmq-stream`` format (see the module docstring)."""
 
+    plan: RoutePlan | None = None  # set on the classes of register_routed_stream_source
+
     @classmethod
     def name(cls) -> str:
         return NAME
 
     def schema(self) -> StructType:
-        return spark_schema()
+        if self.plan is None:
+            return spark_schema()
+        from rtroute.spark.job import routed_schema
+
+        return routed_schema(spark_schema())
 
     def streamReader(self, schema: StructType) -> RabbitMQStreamReader:
-        return RabbitMQStreamReader(StreamOptions(self.options))
+        return RabbitMQStreamReader(StreamOptions(self.options), self.plan)
 
 
 def register_stream_source(spark: SparkSession) -> None:
     """Makes ``spark.readStream.format("rtroute-rabbitmq-stream")`` available in ``spark``."""
     spark.dataSource.register(RabbitMQStreamDataSource)
+
+
+def register_routed_stream_source(spark: SparkSession, bindings: BindingsArg,
+                                  kind: str = "rtopic", stats: RouteStats | None = None) -> str:
+    """Registers in ``spark`` a source that reads as ``rtroute-rabbitmq-stream`` (the same
+    options) and routes each batch it reads in the same Python worker, as
+    :func:`rtroute.spark.route` would route the source's rows (the same columns added, the same
+    values); returns its format name, one of its own for each call.
+
+    ``route(spark.readStream.format(NAME)...load(), bindings)`` does the same work in two Python
+    workers per task, with the rows going from Arrow to Spark's rows and back between them;
+    this one reads, routes and hands Spark one Arrow batch. The binding pairs travel inside the
+    source's class (pickled with it, as a Python source's class is; a source cannot take a
+    broadcast), and each worker builds its router once (cached by the pairs' fingerprint).
+
+    Raises:
+        ValueError, TypeError: an unknown kind or bad bindings (checked here, on the driver).
+    """
+    import uuid
+
+    from rtroute.spark.batches import BatchRouter
+    from rtroute.spark.job import binding_pairs, route_plan
+
+    pairs = binding_pairs(bindings)
+    BatchRouter(kind, pairs)  # fail on the driver, not in every task
+    name = f"{NAME}-routed-{uuid.uuid4().hex[:12]}"
+    # a class made here is pickled by value (cloudpickle), its plan with it
+    source = type("RoutedStreamDataSource", (RabbitMQStreamDataSource,), {
+        "plan": route_plan(pairs, kind, stats), "name": classmethod(lambda cls: name),
+        "__qualname__": "register_routed_stream_source.<locals>.RoutedStreamDataSource"})
+    spark.dataSource.register(source)
+    return name
 

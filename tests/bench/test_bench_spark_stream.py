@@ -55,6 +55,12 @@ def test_stream_rows_read_every_message_and_the_stream_is_deleted(broker_uri, mg
         assert row["ratio"] == pytest.approx(row["value"] / rows[PLAIN]["value"])
         assert "baseline_value" not in row  # the Spark chart's pipelines are other rows
     assert report["parameters"]["stream_messages"] == MESSAGES
+    chunks = report["parameters"]["stream_chunks"]
+    if stream_uri_for_test(broker_uri):  # counted over the stream protocol
+        assert 1 <= chunks <= MESSAGES
+        assert f"the stream holds {chunks:,} chunks" in result.output
+    else:
+        assert chunks is None
     stream = re.search(r"to stream (rtroute\.bench\.stream\.[0-9a-f]+) ", result.output)[1]
     assert stream not in {q["name"] for q in mgmt.queues(columns=("name",))}
 

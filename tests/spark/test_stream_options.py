@@ -5,6 +5,7 @@ import datetime
 import pickle
 import random
 
+import pyarrow as pa
 import pytest
 from click.testing import CliRunner
 
@@ -12,8 +13,11 @@ from rtroute.spark.commands import spark as spark_group
 from rtroute.spark.stream_consumer import ARROW_SCHEMA, format_start, parse_start, parse_starts
 from rtroute.spark.stream_job import _progress_line, batch_directory
 from rtroute.spark.stream_source import (
+    MIN_PARTITION_OFFSETS,
+    ROUTED_ARROW_SCHEMA,
     RabbitMQStreamReader,
     StreamOptions,
+    partition_ranges,
     share_limit,
     spark_schema,
 )
@@ -125,6 +129,60 @@ def test_a_batch_is_split_into_partitions_of_offsets():
     assert reader.partitions({"s-0": 7, "s-1": 9}, {"s-0": 7, "s-1": 9}) == []
     copy = pickle.loads(pickle.dumps(parts[1]))
     assert (copy.stream, copy.low, copy.high) == ("s-0", 1000, 2000)
+
+
+def test_min_partitions_splits_a_small_batch_for_every_core_but_not_below_a_floor():
+    assert _options().min_partitions == 1
+    reader = RabbitMQStreamReader(_options(minPartitions="2"))
+    parts = reader.partitions({"s-0": 0, "s-1": 100}, {"s-0": 50_000, "s-1": 10_100})
+    assert [(p.stream, p.low, p.high) for p in parts] == [  # shared in proportion
+        ("s-0", 0, 25_000), ("s-0", 25_000, 50_000), ("s-1", 100, 10_100)]
+    assert partition_ranges({"s": 0}, {"s": 10_000}, 3_000, 2) == [  # size still the most
+        ("s", 0, 3_000), ("s", 3_000, 6_000), ("s", 6_000, 9_000), ("s", 9_000, 10_000)]
+    assert partition_ranges({"s": 0}, {"s": 10_000}, 50_000, 3) == [
+        ("s", 0, 3_334), ("s", 3_334, 6_668), ("s", 6_668, 10_000)]
+    small = 2 * MIN_PARTITION_OFFSETS - 1  # two would each hold less than the floor
+    assert partition_ranges({"s": 5}, {"s": 5 + small}, 50_000, 8) == [("s", 5, 5 + small)]
+    for minimum in (1, 2, 5, 64):  # every offset exactly once, in order
+        ranges = partition_ranges({"a": 3, "b": 0}, {"a": 77_777, "b": 4_321}, 20_000, minimum)
+        for stream, (low, high) in (("a", (3, 77_777)), ("b", (0, 4_321))):
+            mine = [(lo, hi) for s, lo, hi in ranges if s == stream]
+            assert mine[0][0] == low and mine[-1][1] == high
+            assert all(a[1] == b[0] for a, b in zip(mine, mine[1:]))
+            assert all(0 < hi - lo <= 20_000 for lo, hi in mine)
+    with pytest.raises(ValueError, match="minpartitions must be at least 1"):
+        _options(minPartitions="0")
+
+
+def test_a_routed_reader_routes_each_batch_it_reads_as_route_would(monkeypatch):
+    """The routed source's reader yields the batches the reader read, routed by the plan's
+    bindings as :class:`BatchRouter` routes them, in the Arrow types Spark's check of a Python
+    source wants for ``routed_schema(spark_schema())``."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from rtroute.spark import stream_protocol_reader
+    from rtroute.spark.batches import BatchRouter
+    from rtroute.spark.job import route_plan, routed_schema
+    from rtroute.spark.stream_source import StreamPartition
+
+    assert to_arrow_schema(routed_schema(spark_schema()), timezone="UTC").equals(
+        ROUTED_ARROW_SCHEMA)
+    rows = [{"routing_key": "a.b", "headers": None}, {"routing_key": "x.y", "headers": None},
+            {"routing_key": "c", "headers": '{"CC": ["a.b"]}'}, {"routing_key": None}]
+    read = pa.RecordBatch.from_pylist(rows, schema=ARROW_SCHEMA)
+    monkeypatch.setattr(stream_protocol_reader, "read_range", lambda *a, **k: iter([read]))
+    pairs = [("q1", "a.*"), ("q2", "#.b"), ("q3", "x.#")]
+    reader = RabbitMQStreamReader(_options(), route_plan(pairs, "topic"))
+    reader = pickle.loads(pickle.dumps(reader))  # as an executor gets it
+    [routed] = list(reader.read(StreamPartition("s-0", 0, 4, "rabbitmq-stream://h:5552/%2F")))
+    assert routed.schema.equals(ROUTED_ARROW_SCHEMA)
+    expected = BatchRouter("topic", pairs).route_batch(read)
+    assert routed.to_pylist() == expected.to_pylist()
+    assert routed.column("destinations").to_pylist() == [["q1", "q2"], ["q3"], ["q1", "q2"],
+                                                         None]
+    plain = RabbitMQStreamReader(_options())  # no plan: the rows as read
+    assert list(plain.read(StreamPartition("s-0", 0, 4, "rabbitmq-stream://h:5552/%2F"))) == [
+        read]
 
 
 def test_the_reader_pickles_without_its_driver_connection():
