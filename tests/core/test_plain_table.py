@@ -68,7 +68,9 @@ def _plain(value, finite: bool, depth: int = 0) -> bool:
         return depth < 65 and all(_plain(v, finite, depth + 1) for v in value)
     if cls is float:
         return not finite or math.isfinite(value)
-    return cls in (str, bool, bytes, type(None)) or (cls is int and -(1 << 63) <= value < 1 << 63)
+    if cls is str:  # a lone surrogate is not UTF-8: the general encoder's to refuse
+        return not any("\ud800" <= c <= "\udfff" for c in value)
+    return cls in (bool, bytes, type(None)) or (cls is int and -(1 << 63) <= value < 1 << 63)
 
 
 def _deep(levels: int) -> list:
