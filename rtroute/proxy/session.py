@@ -123,9 +123,13 @@ READY_TIMEOUT = 15.0
 # start on a busy 2-core machine (docs/performance.md, rtroute bench scale).
 LOAD_TIMEOUT = 60.0
 # seconds since a client last sent something during which it counts as active: a client at its
-# in-flight budget waits, after its confirms came, as long again as it waited for them for each
-# other active client (its share of the broker), at most SHARE_PAUSE_MAX seconds
+# in-flight budget waits, after its confirms came, SHARE_WEIGHT times as long as it waited for
+# them for each other active client (its share of the broker), at most SHARE_PAUSE_MAX seconds.
+# 2, not 1: the wait for its confirms includes the broker's time for the others' work, so once
+# again left the others under half of their rate on 4.3.6 (bench proxy-isolation, quiet machine:
+# 0.47 with 1, 0.57 with 2; 3.10.8: 0.64 and 0.75), while the '#' client kept 40-120 msg/s
 ACTIVE_WINDOW = 0.2
+SHARE_WEIGHT = 2
 SHARE_PAUSE_MAX = 1.0
 # bytes of a client's stream read ahead of what its pump took, at most: beyond, the client is
 # not read until the pump catches up (a client held by its budget keeps sending; reading on
@@ -707,10 +711,10 @@ class Session:
 
     async def _meter_room(self) -> None:
         """Until the client's publishes in flight are under its budget (confirms came, or
-        their channel closed); then, while other clients are active, as long again as that
-        took for each of them (at most :data:`SHARE_PAUSE_MAX`): the broker's time for this
-        client's work is what it waited, and the others get theirs. A client under its budget
-        never waits."""
+        their channel closed); then, while other clients are active, :data:`SHARE_WEIGHT`
+        times as long as that took for each of them (at most :data:`SHARE_PAUSE_MAX`): the
+        broker's time for this client's work is what it waited, and the others get theirs. A
+        client under its budget never waits."""
         if not self.meter.full:
             return
         loop = asyncio.get_running_loop()
@@ -719,7 +723,8 @@ class Session:
         await room
         others = self._others_active(self) if self._others_active is not None else 0
         if others:
-            await asyncio.sleep(min(SHARE_PAUSE_MAX, (loop.time() - started) * others))
+            await asyncio.sleep(min(SHARE_PAUSE_MAX,
+                                    (loop.time() - started) * others * SHARE_WEIGHT))
 
     def _made_room(self) -> None:
         room = self._room
