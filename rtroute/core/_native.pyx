@@ -926,6 +926,17 @@ cdef int _put_value(_Out *out, object value, bint finite, int depth) except -1:
     return GENERAL  # a subclass, a typed value, Decimal, datetime...: the Python encoder
 
 
+cdef int _put_shortstr(_Out *out, const char *data, Py_ssize_t size) except -1:
+    """``data`` as a short string (length octet, bytes); GENERAL if over 255 bytes."""
+    if size > 255:
+        return GENERAL
+    _room(out, 1 + size)
+    out.data[out.len] = <char>size
+    memcpy(out.data + out.len + 1, data, size)
+    out.len += 1 + size
+    return PLAIN
+
+
 cdef int _put_entries(_Out *out, dict table, bint finite, int depth) except -1:
     cdef Py_ssize_t size
     cdef const char *data
@@ -937,12 +948,8 @@ cdef int _put_entries(_Out *out, dict table, bint finite, int depth) except -1:
             data = PyUnicode_AsUTF8AndSize(name, &size)
         except UnicodeEncodeError:
             return GENERAL
-        if size > 255:
+        if _put_shortstr(out, data, size) != PLAIN:
             return GENERAL
-        _room(out, 1 + size)
-        out.data[out.len] = <char>size
-        memcpy(out.data + out.len + 1, data, size)
-        out.len += 1 + size
         status = _put_value(out, value, finite, depth)
         if status != PLAIN:
             return status
@@ -997,13 +1004,7 @@ cdef int _put_property(_Out *out, object value, int kind) except -1:
             size = len(<bytes>value)
         else:
             return GENERAL
-        if size > 255:
-            return GENERAL
-        _room(out, 1 + size)
-        out.data[out.len] = <char>size
-        memcpy(out.data + out.len + 1, data, size)
-        out.len += 1 + size
-        return PLAIN
+        return _put_shortstr(out, data, size)
     if kind == 3:  # the headers table, floats finite (RabbitMQ's parser has no others)
         if cls is not dict:
             return GENERAL
