@@ -356,7 +356,7 @@ class PublisherEngine:
                 future.decision = decision
                 parts = decision.publishes
             if self.archive is not None:
-                archived = self._with_archive(routing_key, parts)
+                archived = self._with_archive(self.archive, routing_key, parts)
                 if isinstance(archived, str):
                     self._policy.not_routed(future, archived)
                     relay.submit(future, ())
@@ -399,13 +399,13 @@ class PublisherEngine:
                     self.queue.extendleft(reversed(batch[index + 1:]))
             return
 
-    def _with_archive(self, routing_key: str, parts: Sequence[Publish]
+    def _with_archive(self, archive: str, routing_key: str, parts: Sequence[Publish]
                       ) -> list[Publish] | str:
         """``parts`` with ``ARCHIVE_KEY`` added to the ``BCC`` of the first publish that goes
         to ``NAME.bindings`` with the key as published, so the archive stream gets the message
         once, as published; or why it cannot be archived (the message is then not sent)."""
-        if not self._router.archived_to(("queue", self.archive)):
-            return (f"archive stream {self.archive!r} is not bound to "
+        if not self._router.archived_to(("queue", archive)):
+            return (f"archive stream {archive!r} is not bound to "
                     f"{self.bindings_exchange!r} with {ARCHIVE_KEY!r}: not published, nor "
                     "archived")
         for index, part in enumerate(parts):
