@@ -68,8 +68,9 @@ class Decision:
 
 def field_table_size(value: Any) -> int:
     """An upper bound of the AMQP 0-9-1 encoded size of a header value (or table); exact for
-    a plain ``dict`` table (see :mod:`rtroute.core.plain_table`) and for a table that knows its ``wire_size`` (the sidecar's
-    :class:`~rtroute.sidecar.ingress.RoutingHeaders`, which holds only a few entries)."""
+    a plain ``dict`` table (see :mod:`rtroute.core.plain_table`) and for a table that knows
+    its ``wire_size`` (the sidecar's :class:`~rtroute.sidecar.ingress.RoutingHeaders`, which
+    holds only a few entries)."""
     if type(value) is dict:  # most tables: their exact size, encoded natively in one pass
         plain = encode_plain_entries(value)
         if plain is not None:
@@ -343,7 +344,8 @@ class ExchangeRouter:
         for i, group in repeats:  # the first of its key was plain too: its decision is shared
             decisions[i] = shared[group]
         for i, routing_key, headers in dressed:
-            decisions[i] = self._dressed(decisions[i], routing_key, headers)  # type: ignore[arg-type]
+            decisions[i] = self._dressed(decisions[i],  # type: ignore[arg-type]
+                                         routing_key, headers)
         return decisions  # type: ignore[return-value]
 
     def _dressed(self, plain: Decision, routing_key: str, headers: dict) -> Decision:
