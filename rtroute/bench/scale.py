@@ -319,7 +319,36 @@ def run(uri: str, management_uri: str | None, sizes: list[int], queues: int = 10
     broker = broker_pid(api) if idle > 0 else None
     if idle > 0 and broker is None:
         echo("  idle broker CPU: not measured (the broker's node is not on this machine)")
-    vhost = pika.URLParameters(uri).virtual_host
+    parameters = pika.URLParameters(uri)
+    vhost = parameters.virtual_host
+    made = _ensure_vhost(api, vhost, parameters.credentials.username, echo)
+    try:
+        return _runs(api, uri, management_uri, vhost, sizes, queues, timeout, echo, idle,
+                     broker)
+    finally:
+        if made:
+            _forget(api.request, "DELETE", f"vhosts/{_q(vhost)}")
+
+
+def _ensure_vhost(api: ManagementClient, vhost: str, user: str,
+                  echo: Callable[[str], Any]) -> bool:
+    """Creates ``vhost`` with every permission for ``user`` unless it exists; True if it was
+    created (the bench then deletes it at the end)."""
+    try:
+        api.request("GET", f"vhosts/{_q(vhost)}")
+        return False
+    except NotFound:
+        pass
+    echo(f"vhost {vhost!r} does not exist: creating it for the bench (deleted at the end)")
+    api.request("PUT", f"vhosts/{_q(vhost)}", {})
+    api.request("PUT", f"permissions/{_q(vhost)}/{_q(user)}",
+                {"configure": ".*", "write": ".*", "read": ".*"})
+    return True
+
+
+def _runs(api: ManagementClient, uri: str, management_uri: str | None, vhost: str,
+          sizes: list[int], queues: int, timeout: float, echo: Callable[[str], Any],
+          idle: float, broker: int | None) -> list[dict[str, Any]]:
     with connect_blocking(uri) as conn:
         version = conn._impl.server_properties.get("version")
     if isinstance(version, bytes):

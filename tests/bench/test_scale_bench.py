@@ -52,3 +52,33 @@ def test_a_small_run_reports_start_to_first_route_and_rss(tmp_path, broker_uri,
         assert rows[f"{who}, 200 bindings: RSS at first route"]["value"] > 10
         idle = rows.get(f"{who}, 200 bindings: idle broker CPU")  # a broker on this machine
         assert idle is None or (idle["unit"] == "cores" and idle["value"] >= 0), idle
+
+
+def test_a_vhost_that_does_not_exist_is_made_for_the_run_and_the_user_may_use_it(
+        broker_uri, management_uri):
+    import urllib.parse
+    import uuid
+
+    import pika
+
+    from rtroute.amqp import connect_blocking
+    from rtroute.amqp.management import ManagementClient, NotFound
+    from rtroute.bench.scale import _ensure_vhost
+
+    api = ManagementClient.from_amqp_uri(broker_uri, management_uri)
+    vhost = f"rtroute-test-scale-{uuid.uuid4().hex[:6]}"
+    user = pika.URLParameters(broker_uri).credentials.username
+    said: list[str] = []
+    try:
+        assert _ensure_vhost(api, vhost, user, said.append) is True
+        assert said and vhost in said[0] and "creating" in said[0]
+        uri = broker_uri.rsplit("/", 1)[0] + "/" + urllib.parse.quote(vhost, safe="")
+        with connect_blocking(uri) as conn:  # the user may open it and declare there
+            conn.channel().exchange_declare("rtroute-test-scale", "fanout", auto_delete=True)
+        assert _ensure_vhost(api, vhost, user, said.append) is False  # there: left alone
+        assert len(said) == 1
+    finally:
+        try:
+            api.request("DELETE", f"vhosts/{vhost}")
+        except NotFound:
+            pass
