@@ -98,6 +98,11 @@ class PublisherEngine:
     ``waiters`` (threads waiting in the publisher), ``blocked_publishers`` (threads waiting
     for room in the queue), ``closing``; ``fatal`` is why it gave up, ``starting`` True until
     the publisher's constructor returns.
+
+    Size: 26 methods: its connection's life, the drain, and the framing of a batch (one
+    native call for the common publishes, the general path for the rest) share the state of
+    one connection (its channel's frames, the publishes gathered for the window); apart, each
+    part would reach into the others' state.
     """
 
     def __init__(self, uris: list[str], exchange: str, *, router: ExchangeRouter,
