@@ -58,6 +58,7 @@ def _engine(shape):
         "logs.bindings", 0, None
     engine._fast = {flag: frames.PublishFrames(1, 4096, flag) for flag in (False, True)}
     engine._head_cache, engine._last_head, engine._frame_max = {}, (None, -1, None, b""), 131072
+    engine.archive, engine._archived_parts = None, {}
     engine._bulk_messages, engine._bulk_items, engine._bulk_frames = [], [], 0
     engine.lock, engine.queue = threading.RLock(), collections.deque()
     return engine

@@ -1024,6 +1024,76 @@ cdef int _put_property(_Out *out, object value, int kind) except -1:
     return PLAIN
 
 
+cdef int _put_str(_Out *out, object text) except -1:
+    """``text`` (a str) as a short string; GENERAL if it is none or has no encoding."""
+    cdef Py_ssize_t size
+    cdef const char *data
+    if type(text) is not str:
+        return GENERAL
+    try:
+        data = PyUnicode_AsUTF8AndSize(text, &size)
+    except UnicodeEncodeError:
+        return GENERAL
+    return _put_shortstr(out, data, size)
+
+
+cdef int _put_header_frame(_Out *out, uint16_t channel, uint64_t body_size, object properties,
+                           object headers, object extra_name, object extra_value) except -1:
+    """The content header frame (see :func:`plain_header_frame`) at the end of ``out``, its
+    headers table ``headers`` (a dict or None) followed by the entry ``extra_name``:
+    ``extra_value`` when ``extra_name`` is not None; GENERAL (``out`` then holds a partial
+    frame) when a property is not plain."""
+    cdef uint16_t flags = 0
+    cdef int bit = 15
+    cdef size_t start = out.len
+    cdef size_t table
+    cdef size_t payload
+    _room(out, 22)
+    out.len += 21  # frame head (7), class and weight (4), body size (8), flags (2)
+    for name, kind in _PROPERTY_KINDS:
+        if kind == 3:
+            if extra_name is None:
+                if headers is None:
+                    bit -= 1
+                    continue
+                if _put_property(out, headers, 3) != PLAIN:
+                    return GENERAL
+            else:  # the table with one entry more, after the others
+                if headers is not None and type(headers) is not dict:
+                    return GENERAL
+                _room(out, 4)
+                out.len += 4
+                table = out.len
+                if headers is not None and _put_entries(out, <dict>headers, True, 0) != PLAIN:
+                    return GENERAL
+                if _put_str(out, extra_name) != PLAIN or \
+                        _put_value(out, extra_value, True, 1) != PLAIN or \
+                        out.len - table > 0xffffffff:
+                    return GENERAL
+                _be(out.data + table - 4, out.len - table, 4)
+            flags |= 1 << bit
+        else:
+            value = None if properties is None else getattr(properties, name, None)
+            if value is not None:
+                if _put_property(out, value, kind) != PLAIN:
+                    return GENERAL
+                flags |= 1 << bit
+        bit -= 1
+    _room(out, 1)
+    out.data[out.len] = <char>0xce
+    out.len += 1
+    payload = out.len - start - 8
+    if payload > 0xffffffff:
+        return GENERAL
+    out.data[start] = 2
+    _be(out.data + start + 1, channel, 2)
+    _be(out.data + start + 3, payload, 4)
+    _be(out.data + start + 7, 60 << 16, 4)  # class 60, weight 0
+    _be(out.data + start + 11, body_size, 8)
+    _be(out.data + start + 19, flags, 2)
+    return PLAIN
+
+
 def plain_header_frame(uint16_t channel, uint64_t body_size, properties, headers):
     """The content header frame of a ``body_size``-byte body on ``channel`` with the
     properties of ``properties`` (an object with pika's attribute names, or None) and
@@ -1032,35 +1102,126 @@ def plain_header_frame(uint16_t channel, uint64_t body_size, properties, headers
     set is of the plain kind (a short string as str or bytes, an octet or timestamp as an
     int in range, the headers a plain table: see :func:`encode_plain_entries`); else None."""
     cdef _Out out
-    cdef uint16_t flags = 0
-    cdef int bit = 15
-    cdef size_t payload
     out.data = NULL
     out.len = 0
     out.cap = 0
     try:
-        _room(&out, 256)
-        out.len = 21  # frame head (7), class and weight (4), body size (8), flags (2)
-        for name, kind in _PROPERTY_KINDS:
-            value = headers if kind == 3 else \
-                (None if properties is None else getattr(properties, name, None))
-            if value is not None:
-                if _put_property(&out, value, kind) != PLAIN:
-                    return None
-                flags |= 1 << bit
-            bit -= 1
-        _room(&out, 1)
-        out.data[out.len] = <char>0xce
-        out.len += 1
-        payload = out.len - 8
-        if payload > 0xffffffff:
+        if _put_header_frame(&out, channel, body_size, properties, headers, None, None) \
+                != PLAIN:
             return None
-        out.data[0] = 2
-        _be(out.data + 1, channel, 2)
-        _be(out.data + 3, payload, 4)
-        _be(out.data + 7, 60 << 16, 4)  # class 60, weight 0
-        _be(out.data + 11, body_size, 8)
-        _be(out.data + 19, flags, 2)
         return PyBytes_FromStringAndSize(out.data, out.len)
+    finally:
+        free(out.data)
+
+
+cdef int _put_publish(_Out *out, uint16_t channel, object part, object headers,
+                      object properties, object body, uint64_t frame_max,
+                      object key_header, Py_ssize_t *frame_count) except -1:
+    """One publish's frames (method, content header, body) at the end of ``out``: see
+    :func:`publish_frames`. GENERAL leaves ``out`` partly written (the caller cuts it)."""
+    cdef size_t start = out.len
+    cdef size_t header_start
+    cdef const char *data
+    cdef Py_ssize_t size
+    cdef Py_ssize_t chunk
+    cdef Py_ssize_t at
+    cdef Py_ssize_t piece
+    if type(body) is not bytes or (headers is not None and type(headers) is not dict):
+        return GENERAL
+    # the method frame: basic.publish, ticket 0, exchange, routing key, no flags
+    _room(out, 13)
+    out.len += 7
+    _be(out.data + out.len, (60 << 16) | 40, 4)
+    out.data[out.len + 4] = 0
+    out.data[out.len + 5] = 0
+    out.len += 6
+    if _put_str(out, part.exchange) != PLAIN or _put_str(out, part.routing_key) != PLAIN:
+        return GENERAL
+    _room(out, 2)
+    out.data[out.len] = 0
+    out.data[out.len + 1] = <char>0xce
+    out.len += 2
+    out.data[start] = 1
+    _be(out.data + start + 1, channel, 2)
+    _be(out.data + start + 3, out.len - start - 8, 4)
+    # the content header frame: the headers, plus BCC or the key as published
+    bcc = part.bcc
+    extra_name = extra_value = None
+    if bcc:
+        extra_name, extra_value = "BCC", bcc
+    elif key_header is not None:
+        extra_value = part.published_key
+        if extra_value is not None:
+            extra_name = key_header
+    if extra_name is not None and headers is not None and extra_name in headers:
+        return GENERAL  # the entry replaces one in place: the general path
+    if headers is not None and not headers:
+        headers = None  # an empty table is no table
+    header_start = out.len
+    if _put_header_frame(out, channel, len(<bytes>body), properties, headers, extra_name,
+                         extra_value) != PLAIN:
+        return GENERAL
+    if out.len - header_start - 8 > frame_max:
+        return GENERAL  # over frame_max: the general path says so
+    # the body frames, at most frame_max - 8 bytes of it each
+    size = len(<bytes>body)
+    data = PyBytes_AS_STRING(body)
+    chunk = frame_max - 8
+    frame_count[0] += 2
+    at = 0
+    while at < size:
+        piece = min(chunk, size - at)
+        _room(out, 8 + piece)
+        out.data[out.len] = 3
+        _be(out.data + out.len + 1, channel, 2)
+        _be(out.data + out.len + 3, piece, 4)
+        memcpy(out.data + out.len + 7, data + at, piece)
+        out.data[out.len + 7 + piece] = <char>0xce
+        out.len += 8 + piece
+        at += piece
+        frame_count[0] += 1
+    return PLAIN
+
+
+def publish_frames(uint16_t channel, list publishes not None, Py_ssize_t start,
+                   uint64_t frame_max, key_header):
+    """The frames of ``publishes[start:]`` (each ``(part, headers, properties, body)``: a
+    ``rtroute.routing.delivery_plan.Publish``, the message's headers (a dict or None), its
+    ``pika.BasicProperties`` or None, its body as bytes) as the publisher writes them, one
+    after the other in one ``bytes``: a non-mandatory ``basic.publish`` of ``part.exchange``
+    with ``part.routing_key``; the content header frame of the properties with ``headers``
+    for a table (none when empty) plus ``BCC`` (``part.bcc``) or ``key_header`` (the key as
+    published, ``part.published_key``; None: no such header) after its entries; the body in
+    frames of at most ``frame_max - 8`` bytes (``frame_max`` at least 4,096).
+
+    Stops before the first publish it cannot write (a property or header that is not plain,
+    see :func:`plain_header_frame`; a name over 255 bytes; a header frame over
+    ``frame_max``; ``key_header`` already in the headers): the general encoder takes that
+    one. Returns ``(frames, frame_count, end)``: ``publishes[start:end]`` were written."""
+    cdef _Out out
+    cdef Py_ssize_t count = 0
+    cdef Py_ssize_t index = start
+    cdef Py_ssize_t end = len(publishes)
+    cdef size_t mark
+    cdef tuple publish
+    if frame_max < 4096:
+        return b"", 0, start
+    if key_header is not None and type(key_header) is not str:
+        raise TypeError("key_header must be a str or None")
+    out.data = NULL
+    out.len = 0
+    out.cap = 0
+    try:
+        while index < end:
+            publish = publishes[index]
+            if len(publish) != 4:
+                raise TypeError("each publish is (part, headers, properties, body)")
+            mark = out.len
+            if _put_publish(&out, channel, publish[0], publish[1], publish[2], publish[3],
+                            frame_max, key_header, &count) != PLAIN:
+                out.len = mark
+                break
+            index += 1
+        return PyBytes_FromStringAndSize(out.data, out.len), count, index
     finally:
         free(out.data)

@@ -13,7 +13,10 @@ Decimal or datetime, a name or value with no encoding, a NaN or infinity when
 (tests/core/test_plain_table.py: random tables, differential).
 
 :func:`plain_header_frame` builds the publisher's whole content header frame the same way,
-when every property set is plain (else None: the general encoder builds it).
+when every property set is plain (else None: the general encoder builds it), and
+:func:`publish_frames` the publisher's whole frames of a run of publishes (method, content
+header with the ``BCC`` or the key as published, body) into one ``bytes``, in one call per
+batch.
 """
 from __future__ import annotations
 
@@ -23,8 +26,8 @@ from typing import Any
 
 from rtroute.core import IMPLEMENTATION
 
-__all__ = ["encode_plain_entries", "plain_header_frame", "py_encode_plain_entries",
-           "py_plain_header_frame"]
+__all__ = ["encode_plain_entries", "plain_header_frame", "publish_frames",
+           "py_encode_plain_entries", "py_plain_header_frame", "py_publish_frames"]
 
 _DEPTH = 64
 _U32 = struct.Struct(">I").pack
@@ -153,8 +156,84 @@ def py_plain_header_frame(channel: int, body_size: int, properties: Any,
                             flags) + properties_bytes + b"\xce"
 
 
+_PUBLISH_HEAD = struct.Struct(">BHIIH")  # type, channel, size; basic.publish, ticket
+_BODY_HEAD = struct.Struct(">BHI")
+
+
+def _short(text: Any) -> bytes:
+    if type(text) is not str:
+        raise _General
+    try:
+        raw = text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _General from None
+    if len(raw) > 255:
+        raise _General
+    return bytes((len(raw),)) + raw
+
+
+def _publish(channel: int, part: Any, headers: Any, properties: Any, body: Any,
+             frame_max: int, key_header: str | None) -> tuple[bytes, int]:
+    if type(body) is not bytes or (headers is not None and type(headers) is not dict):
+        raise _General
+    fields = _short(part.exchange) + _short(part.routing_key) + b"\x00"
+    method = _PUBLISH_HEAD.pack(1, channel, 6 + len(fields), 0x3C0028, 0) + fields + b"\xce"
+    if part.bcc:
+        extra: tuple[str, Any] | None = ("BCC", part.bcc)
+    elif key_header is not None and part.published_key is not None:
+        extra = (key_header, part.published_key)
+    else:
+        extra = None
+    table = headers or None
+    if extra is not None:
+        if headers is not None and extra[0] in headers:
+            raise _General  # the entry replaces one in place: the general path
+        table = {**(headers or {}), extra[0]: extra[1]}
+    header = py_plain_header_frame(channel, len(body), properties, table)
+    if header is None or len(header) - 8 > frame_max:
+        raise _General
+    chunk = frame_max - 8
+    pieces = [_BODY_HEAD.pack(3, channel, len(piece)) + piece + b"\xce"
+              for piece in (body[at:at + chunk] for at in range(0, len(body), chunk))]
+    return method + header + b"".join(pieces), 2 + len(pieces)
+
+
+def py_publish_frames(channel: int, publishes: list, start: int, frame_max: int,
+                      key_header: str | None) -> tuple[bytes, int, int]:
+    """The frames of ``publishes[start:]``, each ``(part, headers, properties, body)`` (a
+    :class:`~rtroute.routing.delivery_plan.Publish`, the message's headers as a dict or None,
+    its ``pika.BasicProperties`` or None, its body as bytes), as the publisher writes them,
+    in one ``bytes``: a non-mandatory ``basic.publish`` of ``part.exchange`` with
+    ``part.routing_key``; the content header frame of the properties with ``headers`` for a
+    table (none when empty), ``BCC`` (``part.bcc``) or ``key_header`` (``part.published_key``;
+    None: no such header) after its entries; the body in frames of at most ``frame_max - 8``
+    bytes (``frame_max`` at least 4,096, else nothing is written).
+
+    Stops before the first publish it cannot write (a property or header that is not plain,
+    see :func:`py_plain_header_frame`; a name over 255 bytes; a header frame over
+    ``frame_max``; the added entry's name already in the headers): the general encoder takes
+    that one. Returns ``(frames, frame_count, end)``: ``publishes[start:end]`` were written.
+    """
+    if frame_max < 4096:
+        return b"", 0, start
+    parts, count, index = [], 0, start
+    for index in range(start, len(publishes)):
+        part, headers, properties, body = publishes[index]
+        try:
+            data, frames = _publish(channel, part, headers, properties, body, frame_max,
+                                    key_header)
+        except _General:
+            break
+        parts.append(data)
+        count += frames
+    else:
+        index = len(publishes)
+    return b"".join(parts), count, index
+
+
 if IMPLEMENTATION == "native":
-    from rtroute.core._native import encode_plain_entries, plain_header_frame
+    from rtroute.core._native import encode_plain_entries, plain_header_frame, publish_frames
 else:
     encode_plain_entries = py_encode_plain_entries
     plain_header_frame = py_plain_header_frame
+    publish_frames = py_publish_frames

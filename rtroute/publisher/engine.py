@@ -9,8 +9,11 @@ then, in the ioloop thread:
 - routes up to :data:`BATCH` messages per call of the native core (the sidecar's
   :class:`~rtroute.routing.exchange_router.ExchangeRouter`), no more than the confirm window
   has room for;
-- builds each publish's frames: the method and content header frames of a message without
-  properties of its own depend only on where it goes and its body size, so they are made once
+- builds the frames of the batch's common publishes (one per message, not mandatory) in one
+  call of the native framer (:func:`~rtroute.core.plain_table.publish_frames`: method, content
+  header with the ``BCC``, body, into one buffer); what it leaves (properties or headers that
+  are not plain) and every other publish go through :meth:`~PublisherEngine._head_of`, whose
+  method and content header frames of a message without properties of its own are made once
   and kept (:data:`FRAME_CACHE` of them);
 - hands the common case (one non-mandatory publish per message) to the window in bulk
   (:meth:`Relay.put_bulk <rtroute.relay.engine.Relay.put_bulk>`), and every other publish
@@ -47,7 +50,7 @@ from rtroute.amqp.connection import ReconnectingConnection
 from rtroute.amqp.content_header import content_header_frame, content_header_frame_with
 from rtroute.amqp.event_source import EVENT_VHOST, EventSource, running
 from rtroute.amqp.management import ManagementClient, ManagementError, WrongBroker
-from rtroute.core.plain_table import plain_header_frame
+from rtroute.core.plain_table import plain_header_frame, publish_frames
 from rtroute.publisher.policy import CLOSED
 from rtroute.relay.engine import Relay
 from rtroute.relay.future_upstream import FutureUpstream
@@ -95,6 +98,11 @@ class PublisherEngine:
     ``waiters`` (threads waiting in the publisher), ``blocked_publishers`` (threads waiting
     for room in the queue), ``closing``; ``fatal`` is why it gave up, ``starting`` True until
     the publisher's constructor returns.
+
+    Size: 26 methods: its connection's life, the drain, and the framing of a batch (one
+    native call for the common publishes, the general path for the rest) share the state of
+    one connection (its channel's frames, the publishes gathered for the window); apart, each
+    part would reach into the others' state.
     """
 
     def __init__(self, uris: list[str], exchange: str, *, router: ExchangeRouter,
@@ -343,61 +351,87 @@ class PublisherEngine:
         decisions = self._router.decide_many([(item[1], item[4]) for item in batch])
         fast = self._fast
         relay = self.relay
-        for index, (item, decision) in enumerate(zip(batch, decisions)):
-            future, routing_key, body, properties, _headers, mandatory = item
-            if decision.error is not None:
-                self._policy.not_routed(future, decision.error)
-                relay.submit(future, ())
-                continue
-            if decision.unroutable:  # the broker applies the alternate exchange / mandatory
-                self.unroutable += 1
-                parts = [Publish(self.bindings_exchange, routing_key, None)]
-            else:
-                future.decision = decision
-                parts = decision.publishes
-            if self.archive is not None:
-                archived = self._with_archive(self.archive, routing_key, parts)
-                if isinstance(archived, str):
-                    self._policy.not_routed(future, archived)
+        # the common case, one publish handed to the window in bulk (it has room): gathered
+        # here, framed together (_frame_run) before anything else is sent, and at the end
+        run: list[tuple] = []  # (publish, headers, properties, body)
+        futures: list[MessageFuture] = []
+        try:
+            for index, (item, decision) in enumerate(zip(batch, decisions)):
+                future, routing_key, body, properties, _headers, mandatory = item
+                if decision.error is not None:
+                    self._policy.not_routed(future, decision.error)
                     relay.submit(future, ())
                     continue
-                parts = archived
-            if len(parts) == 1 and not mandatory and fast is not None:
-                # the common case: one publish, handed to the window in bulk (it has room)
-                part = parts[0]
-                last = self._last_head
-                if last[0] is part and last[1] == len(body) and last[2] is False \
-                        and properties is None and not decision.headers:
-                    # a plain message of the last plain publish's destination and body size
-                    # (most of a batch): _head_of's answer, without the call
-                    head = last[3]
+                if decision.unroutable:  # the broker applies the alternate exchange / mandatory
+                    self.unroutable += 1
+                    parts = [Publish(self.bindings_exchange, routing_key, None)]
                 else:
-                    try:
-                        head = self._head_of(part, decision.headers, len(body), properties,
-                                             False)
-                    except Exception as exc:  # noqa: BLE001 - that message fails, not the batch
-                        self._refuse(future, [(part, exc)])
+                    future.decision = decision
+                    parts = decision.publishes
+                if self.archive is not None:
+                    archived = self._with_archive(self.archive, routing_key, parts)
+                    if isinstance(archived, str):
+                        self._policy.not_routed(future, archived)
+                        relay.submit(future, ())
                         continue
-                data, count = frames.content_after(head, fast[False].channel, body,
-                                                   self._frame_max)
-                future.awaiting = 1
-                self._bulk_messages.append(data)
-                self._bulk_items.append(future)
-                self._bulk_frames += count
-                room -= 1
-                if room > 0:
-                    continue
-            else:
-                self._flush_bulk()  # the window numbers publishes in the order handed over
-                self._submit(future, parts, decision.headers, body, properties, mandatory)
-                room = relay.room  # 0 once the relay pauses or publishes wait in it
-                if room > 0:
-                    continue
-            if index + 1 < len(batch):
-                # the rest of the batch goes back to the front of the queue, in order
-                with self.lock:
-                    self.queue.extendleft(reversed(batch[index + 1:]))
+                    parts = archived
+                if len(parts) == 1 and not mandatory and fast is not None:
+                    run.append((parts[0], decision.headers, properties, body))
+                    futures.append(future)
+                    future.awaiting = 1
+                    room -= 1
+                    if room > 0:
+                        continue
+                else:
+                    gathered, gathered_futures, run, futures = run, futures, [], []
+                    self._frame_run(gathered, gathered_futures)
+                    self._flush_bulk()  # the window numbers publishes in the order handed over
+                    self._submit(future, parts, decision.headers, body, properties, mandatory)
+                    room = relay.room  # 0 once the relay pauses or publishes wait in it
+                    if room > 0:
+                        continue
+                if index + 1 < len(batch):
+                    # the rest of the batch goes back to the front of the queue, in order
+                    with self.lock:
+                        self.queue.extendleft(reversed(batch[index + 1:]))
+                return
+        finally:  # what was gathered goes to the window, whatever happened since
+            self._frame_run(run, futures)
+
+    def _frame_run(self, run: list[tuple], futures: list[MessageFuture]) -> None:
+        """The frames of the bulk publishes ``run`` (of ``futures``, in order) for
+        :meth:`_flush_bulk`: one call of the native framer
+        (:func:`~rtroute.core.plain_table.publish_frames`) for all, the general encoder
+        (:meth:`_head_of`) for any it leaves (a property or header that is not plain; a
+        frame it cannot make fails its message, the others go on)."""
+        if not run:
             return
+        channel = self._fast[False].channel  # type: ignore[index]  # only with frames
+        frame_max = self._frame_max
+        messages, items = self._bulk_messages, self._bulk_items
+        start = 0
+        while start < len(run):
+            data, count, end = publish_frames(channel, run, start, frame_max,
+                                              self.published_key_header)
+            if end > start:
+                messages.append(data)
+                items.extend(futures[start:end] if start or end < len(futures) else futures)
+                self._bulk_frames += count
+            if end >= len(run):
+                return
+            part, headers, properties, body = run[end]
+            future = futures[end]
+            try:
+                head = self._head_of(part, headers, len(body), properties, False)
+            except Exception as exc:  # noqa: BLE001 - that message fails, not the batch
+                future.awaiting = 0
+                self._refuse(future, [(part, exc)])
+            else:
+                data, count = frames.content_after(head, channel, body, frame_max)
+                messages.append(data)
+                items.append(future)
+                self._bulk_frames += count
+            start = end + 1
 
     def _with_archive(self, archive: str, routing_key: str, parts: Sequence[Publish]
                       ) -> list[Publish] | str:

@@ -215,18 +215,47 @@ def test_a_content_header_of_frame_max_payload_bytes_goes_out_one_byte_more_does
     assert above.done() and "frame_max" in str(above.exception())
 
 
-def test_literal_keys_in_turn_go_as_published_with_one_header_frame_per_body_size(monkeypatch):
+def test_what_the_native_framer_leaves_goes_through_the_general_path_in_its_place(monkeypatch):
+    """A header the framer does not write (a Decimal) is encoded by the general path, one it
+    cannot be (over frame_max) fails its message alone; the batch keeps its order."""
+    import decimal
+
+    pub = Publishing(monkeypatch)
+    too_big = {"p": "x" * (pub.rabbit.frame_max + 1)}
+    futures = [pub.publish("a.b", b"m1", headers={"n": 1}),
+               pub.publish("a.b", b"m2", headers={"d": decimal.Decimal("1.5")}),
+               pub.publish("a.*", b"m3", headers=too_big),
+               pub.publish("a.*", b"m4")]
+    pub.run()
+    published = pub.rabbit.to("logs.bindings")
+    assert [p.body for p in published] == [b"m1", b"m2", b"m4"]
+    assert published[1].properties.headers == {"d": decimal.Decimal("1.5")}
+    assert published[2].properties.headers == {"BCC": ["a.b"]}
+    assert futures[2].done() and "frame_max" in str(futures[2].exception())
+    pub.rabbit.ack(published[-1], multiple=True)
+    pub.run()
+    assert all(f.done() for f in futures) and pub.engine.idle()
+
+
+def test_literal_keys_in_turn_go_as_published_framed_in_one_call_per_batch(monkeypatch):
     """Literal keys without headers (a new key per message) are published as they are, no
-    BCC, decided without the planner; the content header frame of a plain message is built
-    once per body size, not once per key."""
+    BCC, decided without the planner; the batch's frames are made in one call of the native
+    framer, none by the general path (a header frame per message there)."""
     built: list[int] = []
     real = engine_module.content_header_frame
+    framed: list[int] = []
+    real_framer = engine_module.publish_frames
 
     def counting(channel: int, size: int, values: Any) -> bytes:
         built.append(size)
         return real(channel, size, values)
 
+    def counting_framer(channel, publishes, start, frame_max, key_header):
+        framed.append(len(publishes) - start)
+        return real_framer(channel, publishes, start, frame_max, key_header)
+
     monkeypatch.setattr(engine_module, "content_header_frame", counting)
+    monkeypatch.setattr(engine_module, "publish_frames", counting_framer)
     pub = Publishing(monkeypatch)
     pub.engine._router.bind(("queue", "q1"), "k.1")
     pub.engine._router.bind(("queue", "q1"), "k.2")
@@ -237,7 +266,7 @@ def test_literal_keys_in_turn_go_as_published_with_one_header_frame_per_body_siz
     assert [(p.routing_key, p.body) for p in published] == \
         [(key, b"m" * (1 + i % 2)) for i, key in enumerate(keys)]
     assert all(not p.properties.headers for p in published)
-    assert sorted(built) == [1, 2]  # one header frame per body size
+    assert framed == [6] and built == []  # one call for the batch, nothing apart
     assert futures[0].decision.matched == ("k.1",)
     assert pub.engine.unroutable == 1  # "nowhere": sent, the broker applies mandatory/AE
 
