@@ -4,12 +4,14 @@ them is then a fork of it instead of a new interpreter.
 
 Spark runs a Python data source's driver-side code in processes of their own, started anew for
 each query (``python -m pyspark.sql.streaming.python_streaming_source_runner`` for a streaming
-source's offsets, ``pyspark.sql.worker.*`` to create and plan a data source), never from its
-worker daemon. Each new interpreter imports pyspark and pyarrow before it can answer: 0.3-0.5 s
-on a quiet machine, over a second on a busy one, in the critical path of every ``rtroute spark
-stream`` query (docs/spark.md, "Third pass").
+source's offsets; ``pyspark.sql.worker.*`` planners where Spark does not take them from its
+worker daemon), not forked from the daemon. Each new interpreter imports pyspark and pyarrow
+before it can answer, in the critical path of every ``rtroute spark stream`` query: measured
+here (load average 6.5), the source runner took 0.38-0.54 s (medians) to get that far, a fork
+0.06 s (docs/spark.md, "Third pass").
 
-:func:`local_python`'s launcher sends those module runs (:data:`MODULES`) here: a small client
+:func:`rtroute.spark.commands.session.local_python`'s launcher sends those module runs
+(:data:`MODULES`) here: a small client
 (:data:`CLIENT`, a Python without ``site``) passes the server its standard streams (as file
 descriptors), environment, working directory and arguments over a Unix socket; the server
 forks, and the child takes them over and runs the module as ``python -m`` would. The client
@@ -200,6 +202,7 @@ def _become(request: dict[str, Any]) -> None:
 
 def _run(module: str) -> int:
     sys.argv = [module]
+    sys.modules.pop(module, None)  # imported by the server: run it anew as __main__, quietly
     try:
         runpy.run_module(module, run_name="__main__", alter_sys=True)
     except SystemExit as exc:
