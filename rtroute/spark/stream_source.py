@@ -42,6 +42,10 @@ Options (names are case-insensitive):
   still keeps every core busy; ``rtroute spark stream`` gives Spark's default parallelism.
 - ``readTimeout`` (seconds, default 60): a partition fails (and Spark retries it) when no
   message came for this long.
+- ``readConnections`` (default
+  :data:`~rtroute.spark.stream_protocol_reader.DEFAULT_CONNECTIONS`): over the stream
+  protocol, each partition reads its range over this many connections side by side (parts of
+  at least 5,000 offsets; see :func:`rtroute.spark.stream_protocol_reader.read_range`).
 
 Columns: those of a drained archive (``routing_key``, ``headers`` as lossless JSON, ``body``,
 ``exchange``, the basic properties, ``redelivered``, ``drained_at``; see
@@ -156,7 +160,7 @@ def spark_schema() -> StructType:
 
 _KNOWN = {name.lower(): name for name in (
     "uri", "stream", "streams", "startingOffset", "maxRecordsPerTrigger", "prefetch", "tailWait",
-    "offsetsPerPartition", "minPartitions", "readTimeout", "streamUri")}
+    "offsetsPerPartition", "minPartitions", "readTimeout", "streamUri", "readConnections")}
 
 
 class StreamOptions:
@@ -192,6 +196,8 @@ class StreamOptions:
         self.partition_offsets = _number(options, "offsetsperpartition", 50_000, int, 1)
         self.min_partitions = _number(options, "minpartitions", 1, int, 1)
         self.read_timeout = _number(options, "readtimeout", 60.0, float, 0.1)
+        self.read_connections = _number(options, "readconnections",
+                                        stream_protocol_reader.DEFAULT_CONNECTIONS, int, 1, 64)
         self.stream_uri = (options.get("streamuri") or os.environ.get("RTROUTE_STREAM_URI")
                            or "auto").strip()
         if self.stream_uri.lower() in ("auto", "off"):
@@ -423,7 +429,7 @@ class RabbitMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if partition.stream_uri is not None:
             batches = stream_protocol_reader.read_range(
                 partition.stream_uri, partition.stream, partition.low, partition.high,
-                timeout=options.read_timeout)
+                timeout=options.read_timeout, connections=options.read_connections)
         else:
             batches = read_range(options.uri, partition.stream, partition.low, partition.high,
                                  prefetch=options.prefetch, timeout=options.read_timeout)

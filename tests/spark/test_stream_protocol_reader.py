@@ -88,6 +88,20 @@ def test_a_range_across_chunks_an_empty_range_and_a_start_past_the_tail(broker_u
             list(stream_protocol_reader.read_range(stream_uri, stream, 400, 401, timeout=0.5))
 
 
+def test_a_range_read_over_several_connections_is_the_same_rows_in_order(broker_uri,
+                                                                        stream_uri,
+                                                                        monkeypatch):
+    monkeypatch.setattr(stream_protocol_reader, "MIN_SPLIT_OFFSETS", 20)
+    with rabbit_stream(broker_uri, "protocol-split") as stream:
+        for first in range(0, 300, 100):
+            publish(broker_uri, stream, messages(100, seed=first, first_id=first))
+        whole = _rows(stream_protocol_reader.read_range(stream_uri, stream, 0, 300))
+        for low, high, connections in ((0, 300, 3), (57, 243, 4), (10, 90, 8), (5, 30, 2)):
+            split = _rows(stream_protocol_reader.read_range(
+                stream_uri, stream, low, high, batch_rows=37, connections=connections))
+            assert split == whole[low:high]
+
+
 def test_offsets_found_over_the_stream_protocol_are_those_found_over_amqp_0_9_1(broker_uri,
                                                                                stream_uri):
     with rabbit_stream(broker_uri, "sp-tail-0") as one, \

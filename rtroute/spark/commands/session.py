@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import importlib
 import os
+import subprocess
 import sys
 from typing import TYPE_CHECKING, Callable
 
 import click
 
+from rtroute.spark import forkserver
 from rtroute.spark.commands.options import is_local, parse_conf
 from rtroute.spark.commands.output import echo_err
 
@@ -72,6 +74,12 @@ done
 unset IFS
 PYTHONPATH=$kept
 export PYTHONPATH
+# a query's driver-side source runner and planners: a fork of the warm server, if it answers
+if [ $# = 2 ] && [ "$1" = -m ] && [ -S {socket_word} ]; then
+    case "$2" in
+    {modules}) exec {python_word} -I -S -c {client_word} {socket_word} {python_word} "$@" ;;
+    esac
+fi
 exec {python_word} "$@"
 """
 
@@ -105,19 +113,34 @@ def local_python() -> str:
     directory = tempfile.mkdtemp(prefix="rtroute-python-")
     atexit.register(shutil.rmtree, directory, True)
     launcher = os.path.join(directory, "python")
+    server = os.path.join(directory, "forkserver.sock")
     with open(launcher, "w") as f:
         f.write(_LAUNCHER.format(zip=archive, python=sys.executable,
                                  zip_word=shlex.quote(archive),
-                                 python_word=shlex.quote(sys.executable)))
+                                 python_word=shlex.quote(sys.executable),
+                                 socket_word=shlex.quote(server),
+                                 modules="|".join(forkserver.MODULES),
+                                 client_word=shlex.quote(forkserver.CLIENT)))
     os.chmod(launcher, 0o700)
     try:  # a temporary directory mounted noexec, say: workers that cannot start fail the job
-        import subprocess
-
         subprocess.run([launcher, "-c", "pass"], check=True, timeout=60,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     except (OSError, subprocess.SubprocessError):
         return sys.executable
+    if os.environ.get("RTROUTE_SPARK_FORKSERVER", "1") != "0":
+        process = forkserver.start(server)
+        atexit.register(_stop, process)
     return launcher
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """Ends a fork server (its stdin closed), waiting a little for it."""
+    try:
+        if process.stdin is not None:
+            process.stdin.close()
+        process.wait(5)
+    except (OSError, subprocess.TimeoutExpired):
+        process.kill()
 
 
 def start_session(master: str, app_name: str, conf: tuple[str, ...], env_archive: str | None
