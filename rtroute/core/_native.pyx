@@ -937,18 +937,23 @@ cdef int _put_shortstr(_Out *out, const char *data, Py_ssize_t size) except -1:
     return PLAIN
 
 
-cdef int _put_entries(_Out *out, dict table, bint finite, int depth) except -1:
+cdef int _put_str(_Out *out, object text) except -1:
+    """``text`` (a str) as a short string; GENERAL if it is none or has no encoding."""
     cdef Py_ssize_t size
     cdef const char *data
+    if type(text) is not str:
+        return GENERAL
+    try:
+        data = PyUnicode_AsUTF8AndSize(text, &size)
+    except UnicodeEncodeError:
+        return GENERAL
+    return _put_shortstr(out, data, size)
+
+
+cdef int _put_entries(_Out *out, dict table, bint finite, int depth) except -1:
     cdef int status
     for name, value in table.items():
-        if type(name) is not str:
-            return GENERAL
-        try:
-            data = PyUnicode_AsUTF8AndSize(name, &size)
-        except UnicodeEncodeError:
-            return GENERAL
-        if _put_shortstr(out, data, size) != PLAIN:
+        if _put_str(out, name) != PLAIN:
             return GENERAL
         status = _put_value(out, value, finite, depth)
         if status != PLAIN:
@@ -1022,19 +1027,6 @@ cdef int _put_property(_Out *out, object value, int kind) except -1:
     _be(out.data + out.len, number, 1 if kind == 1 else 8)
     out.len += 1 if kind == 1 else 8
     return PLAIN
-
-
-cdef int _put_str(_Out *out, object text) except -1:
-    """``text`` (a str) as a short string; GENERAL if it is none or has no encoding."""
-    cdef Py_ssize_t size
-    cdef const char *data
-    if type(text) is not str:
-        return GENERAL
-    try:
-        data = PyUnicode_AsUTF8AndSize(text, &size)
-    except UnicodeEncodeError:
-        return GENERAL
-    return _put_shortstr(out, data, size)
 
 
 cdef int _put_header_frame(_Out *out, uint16_t channel, uint64_t body_size, object properties,

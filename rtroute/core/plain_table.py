@@ -76,15 +76,7 @@ def _value(value: Any, finite: bool, depth: int) -> bytes:
 def _entries(table: dict, finite: bool, depth: int) -> bytes:
     parts = []
     for name, value in table.items():
-        if type(name) is not str:
-            raise _General
-        try:
-            raw = name.encode("utf-8")
-        except UnicodeEncodeError:
-            raise _General from None
-        if len(raw) > 255:
-            raise _General
-        parts.append(bytes((len(raw),)) + raw + _value(value, finite, depth))
+        parts.append(_short(name) + _value(value, finite, depth))
     return b"".join(parts)
 
 
