@@ -292,7 +292,8 @@ def _read_split(stream_uri: str, stream: str, ranges: Sequence[tuple[int, int]],
 
     def work(into: queue.Queue, low: int, high: int) -> None:
         try:
-            for batch in read_range(stream_uri, stream, low, high, **options):
+            # one connection for this part: a part is not split again
+            for batch in read_range(stream_uri, stream, low, high, connections=1, **options):
                 if not put(into, batch):
                     return
             put(into, None)

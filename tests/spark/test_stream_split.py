@@ -57,3 +57,22 @@ def test_a_caller_that_stops_early_stops_every_part(monkeypatch):
     batches.close()
     assert sorted(closed) == [0, 1000]
     assert threading.active_count() == before
+
+
+def test_a_range_is_read_over_as_many_connections_as_asked_no_more(monkeypatch):
+    opened = []
+    lock = threading.Lock()
+
+    class Refused:
+        def __init__(self, uri, name):
+            with lock:
+                opened.append(name)
+            raise stream_protocol_reader.StreamProtocolError("refused")
+
+    monkeypatch.setattr(stream_protocol_reader, "StreamProtocolConnection", Refused)
+    low, high = 0, 8 * stream_protocol_reader.MIN_SPLIT_OFFSETS  # room for 8 parts
+    for connections in (1, 2, 3):
+        opened.clear()
+        with pytest.raises(stream_protocol_reader.StreamReadError, match="refused"):
+            list(stream_protocol_reader.read_range("u", "s", low, high, connections=connections))
+        assert len(opened) == connections
