@@ -83,4 +83,21 @@ size_t rt_frame_repeats(const uint8_t *buf, size_t len, size_t pos, const uint8_
                         const rt_scan_rules *rules, uint8_t *out, size_t *count,
                         size_t *out_len);
 
+/* A run of publishes that go on as published, to another exchange: from pos, each message
+ * that is a basic.publish frame on `channel` (whole, its fields within it) whose exchange is
+ * name[0..name_len) and whose routing key holds neither '*' nor '#', followed at once by its
+ * content on that channel: a content header frame whose property flags leave out headers
+ * (bit 13), then body frames carrying exactly its body size, each frame within the rules'
+ * limit and end octet check. At most `max` messages. Each is written with its publish frame
+ * rebuilt as class, method and reserved field, the short string rep[0..rep_len) (length
+ * octet included) as exchange, its routing key and bits octet, then 0xCE; its header and
+ * body frames as they are. Returns where the run ends (pos if there is none), with *count
+ * its messages and *out_len the bytes written; with out != NULL those bytes are written
+ * there too (call once with NULL to know how many). The rules' stop methods and channels
+ * are not consulted (the caller judged the channel and the exchange). */
+size_t rt_frame_renames(const uint8_t *buf, size_t len, size_t pos, uint16_t channel,
+                        const uint8_t *name, size_t name_len, const uint8_t *rep,
+                        size_t rep_len, size_t max, const rt_scan_rules *rules, uint8_t *out,
+                        size_t *count, size_t *out_len);
+
 #endif

@@ -521,6 +521,10 @@ cdef extern from "amqp_frames.h":
                             size_t head_len, const uint8_t *rep, size_t rep_len,
                             const rt_scan_rules *rules, uint8_t *out, size_t *count,
                             size_t *out_len)
+    size_t rt_frame_renames(const uint8_t *buf, size_t len, size_t pos, uint16_t channel,
+                            const uint8_t *name, size_t name_len, const uint8_t *rep,
+                            size_t rep_len, size_t max, const rt_scan_rules *rules,
+                            uint8_t *out, size_t *count, size_t *out_len)
 
 cdef enum:
     MAX_STOP_METHODS = 32
@@ -633,6 +637,44 @@ cdef class FrameScanner:
                                  <const uint8_t *><const char *>head, len(head),
                                  <const uint8_t *><const char *>replacement, len(replacement),
                                  &rules, <uint8_t *>PyBytes_AS_STRING(data), &count, &size)
+        finally:
+            PyBuffer_Release(&view)
+        return end, count, data
+
+    def renames(self, buf, Py_ssize_t pos, Py_ssize_t limit, uint16_t channel,
+                bytes name not None, bytes replacement not None, Py_ssize_t most):
+        """The publishes of ``buf`` from ``pos`` on ``channel`` to exchange ``name`` with a
+        routing key free of ``*`` and ``#`` and content without headers (see
+        ``rt_frame_renames``), at most ``most``, each renamed to the exchange
+        ``replacement`` (a short string, length octet included): ``(end, count, data)``
+        (``b""`` and ``end == pos`` when there is none); ``limit`` as :meth:`scan`'s."""
+        cdef Py_buffer view
+        cdef rt_scan_rules rules
+        cdef size_t count = 0, size = 0, end
+        cdef object data = b""
+        if pos < 0 or limit < 0 or most < 0:
+            raise ValueError("pos, limit and most must not be negative")
+        rules.methods = NULL
+        rules.n_methods = 0
+        rules.channels = NULL
+        rules.n_channels = 0
+        rules.limit = limit
+        rules.check_end = self._check_end
+        PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+        try:
+            if pos > view.len:
+                return pos, 0, data
+            end = rt_frame_renames(<const uint8_t *>view.buf, view.len, pos, channel,
+                                   <const uint8_t *><const char *>name, len(name),
+                                   <const uint8_t *><const char *>replacement,
+                                   len(replacement), most, &rules, NULL, &count, &size)
+            if count:
+                data = PyBytes_FromStringAndSize(NULL, size)
+                rt_frame_renames(<const uint8_t *>view.buf, view.len, pos, channel,
+                                 <const uint8_t *><const char *>name, len(name),
+                                 <const uint8_t *><const char *>replacement,
+                                 len(replacement), count, &rules,
+                                 <uint8_t *>PyBytes_AS_STRING(data), &count, &size)
         finally:
             PyBuffer_Release(&view)
         return end, count, data

@@ -136,6 +136,45 @@ class PyFrameScanner:
             pos = end
         return pos, count, b"".join(out)
 
+    def renames(self, buf: bytes | bytearray | memoryview, pos: int, limit: int, channel: int,
+                name: bytes, replacement: bytes, most: int) -> tuple[int, int, bytes]:
+        """See the native ``FrameScanner.renames``: ``(end, count, data)``."""
+        if pos < 0 or limit < 0 or most < 0:
+            raise ValueError("pos, limit and most must not be negative")
+        out: list[bytes] = []
+        count = 0
+        if not replacement or len(replacement) != 1 + replacement[0]:
+            return pos, 0, b""
+        while count < most:
+            publish_end = self._whole(buf, pos, limit)
+            if not publish_end or buf[pos] != _FRAME_METHOD or _U16(buf, pos + 1)[0] != channel \
+                    or publish_end - pos < 12 or _U32(buf, pos + 7)[0] != _BASIC_PUBLISH:
+                break
+            if pos + 13 >= publish_end - 1:
+                break
+            name_end = pos + 14 + buf[pos + 13]
+            key_end = name_end + 1 + buf[name_end] if name_end < publish_end - 1 else 0
+            if not key_end or key_end >= publish_end - 1 or bytes(buf[pos + 14:name_end]) != name:
+                break
+            key = bytes(buf[name_end + 1:key_end])
+            if b"*" in key or b"#" in key:
+                break
+            header_end = self._whole(buf, publish_end, limit)
+            if not header_end or buf[publish_end] != _FRAME_HEADER or \
+                    _U16(buf, publish_end + 1)[0] != channel or \
+                    header_end - publish_end < 8 + 14 or buf[publish_end + 19] & 0x20:
+                break
+            end = self._body_end(buf, header_end, channel, _U64(buf, publish_end + 11)[0], limit)
+            if not end:
+                break
+            fields = bytes(buf[name_end:key_end + 1])  # routing key, bits
+            out += (struct.pack(">BHI", _FRAME_METHOD, channel, 6 + len(replacement) + len(fields)),
+                    bytes(buf[pos + 7:pos + 13]), replacement, fields, b"\xce",
+                    bytes(buf[publish_end:end]))
+            count += 1
+            pos = end
+        return pos, count, b"".join(out)
+
 
 if IMPLEMENTATION == "native":
     from rtroute.core._native import FrameScanner

@@ -40,8 +40,8 @@ def publish(channel: int, exchange: bytes, key: bytes) -> bytes:
                   bytes((len(key),)) + key + b"\x00")
 
 
-def header(channel: int, body_size: int) -> bytes:
-    return frame(2, channel, struct.pack(">HHQH", 60, 0, body_size, 0))
+def header(channel: int, body_size: int, flags: int = 0) -> bytes:
+    return frame(2, channel, struct.pack(">HHQH", 60, 0, body_size, flags))
 
 
 def body(channel: int, data: bytes) -> bytes:
@@ -122,6 +122,8 @@ def test_bad_arguments(scanner_class):
         scanner.scan(b"", 0, -1, ())
     with pytest.raises(ValueError):
         scanner.repeats(b"", -1, 0, b"", b"")
+    with pytest.raises(ValueError):
+        scanner.renames(b"", 0, 0, 1, b"logs", b"\x01x", -1)
 
 
 def test_repeats_of_a_message_are_rewritten_at_once(scanner_class):
@@ -140,7 +142,50 @@ def test_repeats_of_a_message_are_rewritten_at_once(scanner_class):
     assert scanner.repeats(data, 0, 0, head[:10], b"NEW") == (0, 0, b"")
 
 
+def test_renames_send_literal_publishes_on_as_published(scanner_class):
+    from rtroute.proxy import wire
+
+    new = bytes((len(b"logs.bindings"),)) + b"logs.bindings"
+
+    def message(key: bytes, data: bytes, flags: int = 0, exchange: bytes = b"logs",
+                channel: int = 5) -> bytes:
+        return publish(channel, exchange, key) + header(channel, len(data), flags) + \
+            (body(channel, data) if data else b"")
+
+    def renamed(key: bytes, data: bytes, flags: int = 0) -> bytes:
+        return wire.renamed_publish(publish(5, b"logs", key), new) + header(5, len(data), flags) \
+            + (body(5, data) if data else b"")
+
+    # literal keys, other properties than headers (content type: bit 15) and an empty body
+    # are taken; a wildcard key, a headers table, another exchange or channel end the run
+    run = [(b"a.b", b"0123"), (b"k.1", b""), (b"", b"xy")]
+    data = b"".join(message(k, d) for k, d in run) + message(b"c.d", b"z", 0x8000)
+    expected = b"".join(renamed(k, d) for k, d in run) + renamed(b"c.d", b"z", 0x8000)
+    scanner = scanner_class([PUBLISH], True)
+    assert scanner.renames(bytearray(data), 0, 0, 5, b"logs", new, 100) == (
+        len(data), 4, expected)
+    for stop in (message(b"a.*", b"x"), message(b"#", b"x"), message(b"a", b"x", 0x2000),
+                 message(b"a", b"x", exchange=b"other"), message(b"a", b"x", channel=6),
+                 method(5, ACK, b"\x00" * 9)):
+        assert scanner.renames(data + stop + data, 0, 0, 5, b"logs", new, 100) == (
+            len(data), 4, expected)
+    # at most `most`; cut short; beyond the limit; a body split over two frames
+    first = len(message(*run[0]))
+    assert scanner.renames(data, 0, 0, 5, b"logs", new, 1) == (first, 1, renamed(*run[0]))
+    assert scanner.renames(data[:first - 1], 0, 0, 5, b"logs", new, 9) == (0, 0, b"")
+    assert scanner.renames(data, 0, 12, 5, b"logs", new, 9) == (0, 0, b"")
+    split = publish(5, b"logs", b"s") + header(5, 6) + body(5, b"abc") + body(5, b"def")
+    assert scanner.renames(split, 0, 0, 5, b"logs", new, 9) == (
+        len(split), 1, wire.renamed_publish(publish(5, b"logs", b"s"), new) + split[
+            len(publish(5, b"logs", b"s")):])
+    assert scanner.renames(data, 0, 0, 5, b"logs", b"\x05ab", 9) == (0, 0, b"")  # bad name
+
+
 piece = st.one_of(
+    st.builds(lambda c, k, data, flags: publish(c, b"logs", k) + header(c, len(data), flags) +
+              body(c, data),
+              st.integers(0, 3), st.sampled_from([b"a", b"a.*", b"#.b", b""]),
+              st.sampled_from([b"", b"ab"]), st.sampled_from([0, 0x2000, 0x8000, 0xA000])),
     st.builds(lambda c, n, data: (publish(c, b"logs", b"a") + header(c, len(data)) +
                                   body(c, data)) * n,
               st.integers(0, 3), st.integers(1, 4), st.sampled_from([b"", b"ab", b"xyz"])),
@@ -176,4 +221,10 @@ def test_native_scanner_agrees_with_twin(data, methods, channels, limit, check_e
             if got[9] is not None:  # a publish with its content: the run that repeats it
                 assert native.repeats(data[:cut], pos, limit, got[9], b"r") == \
                     twin.repeats(memoryview(data[:cut]), pos, limit, got[9], b"r")
+            if got[6] is not None:  # a publish: the run of literal ones from it, renamed
+                for most in (1, 3, 100):
+                    assert native.renames(data[:cut], pos, limit, got[4], got[6], b"\x02nn",
+                                          most) == \
+                        twin.renames(memoryview(data[:cut]), pos, limit, got[4], got[6],
+                                     b"\x02nn", most)
             pos = got[2]
