@@ -247,3 +247,44 @@ size_t rt_frame_renames(const uint8_t *buf, size_t len, size_t pos, uint16_t cha
     *out_len = written;
     return pos;
 }
+
+size_t rt_frame_deliveries(const uint8_t *buf, size_t len, size_t pos, uint16_t channel,
+                           const rt_scan_rules *rules, size_t *at, size_t max, size_t *count)
+{
+    size_t n = 0;
+    *count = 0;
+    while (n < max && pos <= len) {
+        size_t deliver_end, field, header_end, end;
+        if (!whole_frame(buf, len, pos, rules, &deliver_end) || buf[pos] != RT_FRAME_METHOD ||
+            get_u16(buf + pos + 1) != channel || deliver_end - pos < 8 + 4 ||
+            get_u32(buf + pos + 7) != RT_BASIC_DELIVER)
+            break;
+        /* consumer tag, delivery tag (8) and redelivered (1), exchange, routing key: all
+         * before the end octet */
+        field = pos + 11;
+        if (field >= deliver_end - 1)
+            break;
+        field += 1 + (size_t)buf[field] + 9;
+        if (field >= deliver_end - 1)
+            break;
+        field += 1 + (size_t)buf[field];
+        if (field >= deliver_end - 1)
+            break;
+        field += 1 + (size_t)buf[field];
+        if (field > deliver_end - 1)
+            break;
+        if (!whole_frame(buf, len, deliver_end, rules, &header_end) ||
+            buf[deliver_end] != RT_FRAME_HEADER || get_u16(buf + deliver_end + 1) != channel ||
+            header_end - deliver_end < 8 + 14)
+            break;
+        end = body_end(buf, len, header_end, channel, get_u64(buf + deliver_end + 7 + 4), rules);
+        if (!end)
+            break;
+        at[2 * n] = pos;
+        at[2 * n + 1] = end;
+        n++;
+        pos = end;
+    }
+    *count = n;
+    return pos;
+}

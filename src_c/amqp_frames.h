@@ -22,6 +22,7 @@
 #define RT_FRAME_BODY 3u
 #define RT_FRAME_END 0xCEu
 #define RT_BASIC_PUBLISH ((60u << 16) | 40u)
+#define RT_BASIC_DELIVER ((60u << 16) | 60u)
 
 /* What stops a scan: a method frame whose method id is one of `methods`, or any frame on
  * one of `channels` (both lists short: compared one by one). */
@@ -99,5 +100,16 @@ size_t rt_frame_renames(const uint8_t *buf, size_t len, size_t pos, uint16_t cha
                         const uint8_t *name, size_t name_len, const uint8_t *rep,
                         size_t rep_len, size_t max, const rt_scan_rules *rules, uint8_t *out,
                         size_t *count, size_t *out_len);
+
+/* A run of whole deliveries on `channel`: from pos, each a basic.deliver method frame on
+ * `channel` whose fields (consumer tag, delivery tag, redelivered, exchange, routing key) lie
+ * within it, followed at once by its content on that channel: a content header frame long
+ * enough for its body size, then body frames whose payloads add up to exactly that size,
+ * each frame within the rules' limit and end octet check. At most `max`; delivery i is
+ * buf[at[2 * i]..at[2 * i + 1]) (its header frame starts where its deliver frame ends).
+ * Returns where the run ends (pos if there is none), with *count its deliveries. The rules'
+ * stop methods and channels are not consulted. */
+size_t rt_frame_deliveries(const uint8_t *buf, size_t len, size_t pos, uint16_t channel,
+                           const rt_scan_rules *rules, size_t *at, size_t max, size_t *count);
 
 #endif

@@ -525,10 +525,14 @@ cdef extern from "amqp_frames.h":
                             const uint8_t *name, size_t name_len, const uint8_t *rep,
                             size_t rep_len, size_t max, const rt_scan_rules *rules,
                             uint8_t *out, size_t *count, size_t *out_len)
+    size_t rt_frame_deliveries(const uint8_t *buf, size_t len, size_t pos, uint16_t channel,
+                               const rt_scan_rules *rules, size_t *at, size_t max,
+                               size_t *count)
 
 cdef enum:
     MAX_STOP_METHODS = 32
     STACK_CHANNELS = 16
+    DELIVERIES_PER_CALL = 256
 
 
 cdef class FrameScanner:
@@ -678,6 +682,69 @@ cdef class FrameScanner:
         finally:
             PyBuffer_Release(&view)
         return end, count, data
+
+    def deliveries(self, buf, Py_ssize_t pos, Py_ssize_t limit, uint16_t channel):
+        """The run of whole deliveries of ``buf`` from ``pos`` on ``channel`` (see
+        ``rt_frame_deliveries``; at most 256 a call): ``(end, deliveries)``, each delivery
+        ``(delivery tag, exchange, routing key, consumer tag, redelivered, parts, end)``:
+        the exchange and routing key as short strings (length octet included), the consumer
+        tag decoded as UTF-8 (errors replaced), ``parts`` the content header frame and the
+        body frames as received, ``end`` where its last frame ends; ``limit`` as
+        :meth:`scan`'s."""
+        cdef Py_buffer view
+        cdef rt_scan_rules rules
+        cdef size_t at[2 * DELIVERIES_PER_CALL]
+        cdef size_t count = 0, end, i, start, stop, field, tag_at, exchange_at, key_at, key_end
+        cdef size_t frame_end
+        cdef const uint8_t *d
+        cdef uint64_t tag
+        cdef list out = [], parts
+        cdef int k
+        if pos < 0 or limit < 0:
+            raise ValueError("pos and limit must not be negative")
+        rules.methods = NULL
+        rules.n_methods = 0
+        rules.channels = NULL
+        rules.n_channels = 0
+        rules.limit = limit
+        rules.check_end = self._check_end
+        PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+        try:
+            if pos > view.len:
+                return pos, out
+            d = <const uint8_t *>view.buf
+            end = rt_frame_deliveries(d, view.len, pos, channel, &rules, at,
+                                      DELIVERIES_PER_CALL, &count)
+            for i in range(count):
+                start = at[2 * i]
+                stop = at[2 * i + 1]
+                field = start + 11  # the consumer tag (the frame's fields were checked)
+                tag_at = field + 1 + d[field]
+                tag = 0
+                for k in range(8):
+                    tag = tag << 8 | d[tag_at + k]
+                exchange_at = tag_at + 9
+                key_at = exchange_at + 1 + d[exchange_at]
+                key_end = key_at + 1 + d[key_at]
+                frame_end = start + 8 + (<size_t>d[start + 3] << 24 | <size_t>d[start + 4] << 16
+                                         | <size_t>d[start + 5] << 8 | d[start + 6])
+                parts = []
+                while frame_end < stop:  # the header frame, then the body frames
+                    field = frame_end + 8 + (<size_t>d[frame_end + 3] << 24
+                                             | <size_t>d[frame_end + 4] << 16
+                                             | <size_t>d[frame_end + 5] << 8 | d[frame_end + 6])
+                    parts.append(PyBytes_FromStringAndSize(<const char *>d + frame_end,
+                                                           field - frame_end))
+                    frame_end = field
+                out.append((tag,
+                            PyBytes_FromStringAndSize(<const char *>d + exchange_at,
+                                                      key_at - exchange_at),
+                            PyBytes_FromStringAndSize(<const char *>d + key_at, key_end - key_at),
+                            (<const char *>d)[start + 12:tag_at].decode("utf-8", "replace"),
+                            bool(d[tag_at + 8] & 1), parts, stop))
+        finally:
+            PyBuffer_Release(&view)
+        return end, out
 
 
 cdef extern from "amqp_headers.h":

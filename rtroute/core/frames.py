@@ -24,6 +24,8 @@ __all__ = ["SCAN_BAD_END", "SCAN_MORE", "SCAN_STOP", "SCAN_TOO_LARGE", "FrameSca
 SCAN_STOP, SCAN_MORE, SCAN_TOO_LARGE, SCAN_BAD_END = 1, 0, -1, -2
 _FRAME_METHOD, _FRAME_HEADER, _FRAME_BODY, _FRAME_END = 1, 2, 3, 0xCE
 _BASIC_PUBLISH = 60 << 16 | 40
+_BASIC_DELIVER = 60 << 16 | 60
+DELIVERIES_PER_CALL = 256  # the most deliveries one call of ``deliveries`` gives
 _U16 = struct.Struct(">H").unpack_from
 _U32 = struct.Struct(">I").unpack_from
 _U64 = struct.Struct(">Q").unpack_from
@@ -174,6 +176,47 @@ class PyFrameScanner:
             count += 1
             pos = end
         return pos, count, b"".join(out)
+
+    def deliveries(self, buf: bytes | bytearray | memoryview, pos: int, limit: int,
+                   channel: int) -> tuple[int, list[tuple]]:
+        """See the native ``FrameScanner.deliveries``: ``(end, deliveries)``."""
+        if pos < 0 or limit < 0:
+            raise ValueError("pos and limit must not be negative")
+        out: list[tuple] = []
+        while len(out) < DELIVERIES_PER_CALL:
+            deliver_end = self._whole(buf, pos, limit)
+            if not deliver_end or buf[pos] != _FRAME_METHOD or \
+                    _U16(buf, pos + 1)[0] != channel or deliver_end - pos < 12 or \
+                    _U32(buf, pos + 7)[0] != _BASIC_DELIVER:
+                break
+            payload_end = deliver_end - 1
+            tag_at = pos + 12 + buf[pos + 11] if pos + 11 < payload_end else payload_end
+            exchange_at = tag_at + 9
+            if exchange_at >= payload_end:
+                break
+            key_at = exchange_at + 1 + buf[exchange_at]
+            if key_at >= payload_end or key_at + 1 + buf[key_at] > payload_end:
+                break
+            key_end = key_at + 1 + buf[key_at]
+            header_end = self._whole(buf, deliver_end, limit)
+            if not header_end or buf[deliver_end] != _FRAME_HEADER or \
+                    _U16(buf, deliver_end + 1)[0] != channel or header_end - deliver_end < 22:
+                break
+            end = self._body_end(buf, header_end, channel, _U64(buf, deliver_end + 11)[0], limit)
+            if not end:
+                break
+            parts = []
+            at = deliver_end
+            while at < end:
+                frame_end = at + 8 + _U32(buf, at + 3)[0]
+                parts.append(bytes(buf[at:frame_end]))
+                at = frame_end
+            out.append((_U64(buf, tag_at)[0], bytes(buf[exchange_at:key_at]),
+                        bytes(buf[key_at:key_end]),
+                        bytes(buf[pos + 12:tag_at]).decode("utf-8", "replace"),
+                        bool(buf[tag_at + 8] & 1), parts, end))
+            pos = end
+        return pos, out
 
 
 if IMPLEMENTATION == "native":

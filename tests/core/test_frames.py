@@ -20,6 +20,7 @@ from ..hypothesis_profiles import examples
 from .conftest import NATIVE
 
 PUBLISH = 60 << 16 | 40
+DELIVER = 60 << 16 | 60
 ACK = 60 << 16 | 80
 CHANNEL_CLOSE = 20 << 16 | 40
 SCANNERS = [pytest.param(PyFrameScanner, id="twin")]
@@ -46,6 +47,12 @@ def header(channel: int, body_size: int, flags: int = 0) -> bytes:
 
 def body(channel: int, data: bytes) -> bytes:
     return frame(3, channel, data)
+
+
+def deliver(channel: int, tag: int, exchange: bytes, key: bytes, ctag: bytes = b"c1",
+            redelivered: int = 0) -> bytes:
+    return method(channel, DELIVER, bytes((len(ctag),)) + ctag + struct.pack(">QB", tag,
+                  redelivered) + bytes((len(exchange),)) + exchange + bytes((len(key),)) + key)
 
 
 @pytest.fixture(params=SCANNERS)
@@ -181,7 +188,41 @@ def test_renames_send_literal_publishes_on_as_published(scanner_class):
     assert scanner.renames(data, 0, 0, 5, b"logs", b"\x05ab", 9) == (0, 0, b"")  # bad name
 
 
+def test_deliveries_are_read_in_runs(scanner_class):
+    one = deliver(1, 7, b"ex", b"a.b", b"ct", 1) + header(1, 5, 0x2000) + body(1, b"hel") + \
+        body(1, b"lo")
+    two = deliver(1, 2 ** 64 - 1, b"", b"q", "ü".encode()) + header(1, 0)
+    data = one + two
+    scanner = scanner_class([], True)
+    assert scanner.deliveries(bytearray(data), 0, 0, 1) == (len(data), [
+        (7, b"\x02ex", b"\x03a.b", "ct", True,
+         [header(1, 5, 0x2000), body(1, b"hel"), body(1, b"lo")], len(one)),
+        (2 ** 64 - 1, b"\x00", b"\x01q", "ü", False, [header(1, 0)], len(data))])
+    assert scanner.deliveries(data, len(one), 0, 1)[1][0][0] == 2 ** 64 - 1
+    # the run ends before: another channel, an incomplete delivery, a bad end octet, a frame
+    # beyond the limit, a body too long, fields past the frame, anything but a deliver
+    for stop in (deliver(2, 1, b"", b"k") + header(2, 0), one[:-1],
+                 one[:-1] + b"\x00", deliver(1, 3, b"", b"k") + header(1, 1) + body(1, b"xy"),
+                 method(1, DELIVER, b"\x02c"), method(1, DELIVER, b"\x00" + b"\x00" * 9 + b"\x05ab"),
+                 publish(1, b"ex", b"k") + header(1, 0), body(1, b"x")):
+        assert scanner.deliveries(one + stop + two, 0, 0, 1)[0] == len(one)
+    assert scanner.deliveries(data, 0, 20, 1) == (0, [])
+    assert scanner.deliveries(data, 0, 0, 2) == (0, [])
+    assert scanner.deliveries(data, len(data) + 5, 0, 1) == (len(data) + 5, [])
+    many = two * 300
+    assert scanner.deliveries(many, 0, 0, 1)[0] == 256 * len(two)  # at most 256 a call
+    with pytest.raises(ValueError):
+        scanner.deliveries(data, -1, 0, 1)
+
+
 piece = st.one_of(
+    st.builds(lambda c, t, k, data, ctag, r: deliver(c, t, b"ex", k, ctag, r) +
+              header(c, len(data)) + (body(c, data) if data else b""),
+              st.integers(0, 3), st.integers(0, 2 ** 64 - 1), st.sampled_from([b"a", b""]),
+              st.sampled_from([b"", b"ab"]), st.sampled_from([b"", b"c", b"\xff"]),
+              st.integers(0, 3)),
+    st.builds(lambda c, n: method(c, DELIVER, b"\x01c" + b"\x00" * n), st.integers(0, 3),
+              st.integers(0, 14)),
     st.builds(lambda c, k, data, flags: publish(c, b"logs", k) + header(c, len(data), flags) +
               body(c, data),
               st.integers(0, 3), st.sampled_from([b"a", b"a.*", b"#.b", b""]),
@@ -206,7 +247,8 @@ piece = st.one_of(
 @pytest.mark.skipif(NATIVE is None, reason="extension not built")
 @settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(piece, max_size=10).map(b"".join),
-       st.lists(st.sampled_from([PUBLISH, CHANNEL_CLOSE, CHANNEL_CLOSE + 1]), max_size=3),
+       st.lists(st.sampled_from([PUBLISH, DELIVER, CHANNEL_CLOSE, CHANNEL_CLOSE + 1]),
+                max_size=3),
        st.lists(st.integers(0, 3), max_size=20).map(tuple),
        st.sampled_from([0, 30, 200]), st.booleans())
 def test_native_scanner_agrees_with_twin(data, methods, channels, limit, check_end):
@@ -221,6 +263,9 @@ def test_native_scanner_agrees_with_twin(data, methods, channels, limit, check_e
             if got[9] is not None:  # a publish with its content: the run that repeats it
                 assert native.repeats(data[:cut], pos, limit, got[9], b"r") == \
                     twin.repeats(memoryview(data[:cut]), pos, limit, got[9], b"r")
+            if got[5] == DELIVER:  # the run of whole deliveries from it
+                assert native.deliveries(data[:cut], pos, limit, got[4]) == \
+                    twin.deliveries(memoryview(data[:cut]), pos, limit, got[4])
             if got[6] is not None:  # a publish: the run of literal ones from it, renamed
                 for most in (1, 3, 100):
                     assert native.renames(data[:cut], pos, limit, got[4], got[6], b"\x02nn",
