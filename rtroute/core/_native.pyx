@@ -1326,3 +1326,55 @@ def publish_frames(uint16_t channel, list publishes not None, Py_ssize_t start,
         return PyBytes_FromStringAndSize(out.data, out.len), count, index
     finally:
         free(out.data)
+
+
+def publish_message(uint16_t channel, bytes exchange not None, bytes routing_key not None,
+                    uint8_t bits, list parts not None):
+    """One publish's frames on ``channel``, as one ``bytes``: the ``basic.publish`` method
+    frame to ``exchange`` with ``routing_key`` (short strings, length octet included) and
+    ``bits`` (mandatory 1, immediate 2), then ``parts`` (whole frames: a content header
+    frame and body frames, of any channel) moved to ``channel``.
+
+    Raises:
+        ValueError: a short string whose length octet is not its length, or a part shorter
+            than a frame.
+    """
+    cdef Py_ssize_t ex_len = len(exchange), key_len = len(routing_key), size, payload, at
+    cdef Py_ssize_t n = len(parts), i, part_len
+    cdef bytes part
+    cdef char *o
+    cdef const char *ex = exchange
+    cdef const char *key = routing_key
+    if ex_len < 1 or <uint8_t>ex[0] != ex_len - 1 or key_len < 1 or \
+            <uint8_t>key[0] != key_len - 1:
+        raise ValueError("exchange and routing_key must be short strings")
+    payload = 6 + ex_len + key_len + 1
+    size = 8 + payload
+    for i in range(n):
+        part = parts[i]
+        if len(part) < 8:
+            raise ValueError("a part shorter than a frame")
+        size += len(part)
+    out = PyBytes_FromStringAndSize(NULL, size)
+    o = PyBytes_AS_STRING(out)
+    o[0] = 1
+    o[1] = <char>(channel >> 8)
+    o[2] = <char>(channel & 0xFF)
+    o[3] = <char>((payload >> 24) & 0xFF)
+    o[4] = <char>((payload >> 16) & 0xFF)
+    o[5] = <char>((payload >> 8) & 0xFF)
+    o[6] = <char>(payload & 0xFF)
+    memcpy(o + 7, b"\x00\x3c\x00\x28\x00\x00", 6)  # basic.publish, ticket 0
+    memcpy(o + 13, ex, ex_len)
+    memcpy(o + 13 + ex_len, key, key_len)
+    o[13 + ex_len + key_len] = <char>bits
+    o[14 + ex_len + key_len] = <char>0xCE
+    at = 8 + payload
+    for i in range(n):
+        part = parts[i]
+        part_len = len(part)
+        memcpy(o + at, <const char *>part, part_len)
+        o[at + 1] = <char>(channel >> 8)
+        o[at + 2] = <char>(channel & 0xFF)
+        at += part_len
+    return out

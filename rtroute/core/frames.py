@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from rtroute.core import IMPLEMENTATION
 
 __all__ = ["SCAN_BAD_END", "SCAN_MORE", "SCAN_STOP", "SCAN_TOO_LARGE", "FrameScanner",
-           "PyFrameScanner"]
+           "PyFrameScanner", "publish_message", "py_publish_message"]
 
 SCAN_STOP, SCAN_MORE, SCAN_TOO_LARGE, SCAN_BAD_END = 1, 0, -1, -2
 _FRAME_METHOD, _FRAME_HEADER, _FRAME_BODY, _FRAME_END = 1, 2, 3, 0xCE
@@ -219,7 +219,33 @@ class PyFrameScanner:
         return pos, out
 
 
+def py_publish_message(channel: int, exchange: bytes, routing_key: bytes, bits: int,
+                       parts: list[bytes]) -> bytes:
+    """The pure-Python twin of the native ``publish_message``: one publish's frames on
+    ``channel`` (the ``basic.publish`` to the short strings ``exchange`` and ``routing_key``
+    with ``bits``, then the whole frames ``parts`` moved to ``channel``), as one ``bytes``.
+
+    Raises:
+        ValueError: a short string whose length octet is not its length, or a part shorter
+            than a frame.
+    """
+    if not exchange or exchange[0] != len(exchange) - 1 or not routing_key or \
+            routing_key[0] != len(routing_key) - 1:
+        raise ValueError("exchange and routing_key must be short strings")
+    if not 0 <= bits <= 255:
+        raise OverflowError("bits must be an octet")
+    if any(len(part) < 8 for part in parts):
+        raise ValueError("a part shorter than a frame")
+    payload = b"".join((_PUBLISH_HEAD, exchange, routing_key, bytes((bits,))))
+    on = struct.pack(">H", channel)
+    return b"".join((struct.pack(">BHI", _FRAME_METHOD, channel, len(payload)), payload,
+                     b"\xce", *(part[:1] + on + part[3:] for part in parts)))
+
+
+_PUBLISH_HEAD = struct.pack(">IH", _BASIC_PUBLISH, 0)  # basic.publish, ticket 0
+
 if IMPLEMENTATION == "native":
-    from rtroute.core._native import FrameScanner
+    from rtroute.core._native import FrameScanner, publish_message
 else:
     FrameScanner = PyFrameScanner  # type: ignore[misc,assignment]
+    publish_message = py_publish_message

@@ -273,3 +273,37 @@ def test_native_scanner_agrees_with_twin(data, methods, channels, limit, check_e
                         twin.renames(memoryview(data[:cut]), pos, limit, got[4], got[6],
                                      b"\x02nn", most)
             pos = got[2]
+
+
+PUBLISHERS = [pytest.param(frames.py_publish_message, id="twin")]
+PUBLISHERS.append(pytest.param(getattr(NATIVE, "publish_message", None), id="native",
+                               marks=() if NATIVE else pytest.mark.skip("extension not built")))
+
+
+@pytest.mark.parametrize("publish_message", PUBLISHERS)
+@settings(max_examples=examples(200), deadline=None)
+@given(st.integers(0, 65535), st.binary(max_size=255), st.binary(max_size=255),
+       st.integers(0, 3), st.lists(st.tuples(st.integers(1, 3), st.integers(0, 65535),
+                                             st.binary(max_size=40)), max_size=4))
+def test_a_message_is_published_on_another_channel(publish_message, channel, exchange, key,
+                                                   bits, parts):
+    """One publish of a message received on another channel: what the sidecar's ingress
+    frames become (the method frame as frame_codec makes it, each part moved)."""
+    from rtroute.amqp import frame_codec
+
+    ex, rk = bytes((len(exchange),)) + exchange, bytes((len(key),)) + key
+    made = [frame(kind, on, data) for kind, on, data in parts]
+    assert publish_message(channel, ex, rk, bits, made) == \
+        frame_codec.publish_frame(channel, ex, rk, bits) + \
+        b"".join(frame_codec.on_channel(p, channel) for p in made)
+
+
+@pytest.mark.parametrize("publish_message", PUBLISHERS)
+def test_publish_message_refuses_what_is_no_frame(publish_message):
+    good = frame(2, 1, b"x" * 14)
+    for ex, rk, parts in ((b"\x02a", b"\x00", [good]), (b"", b"\x00", [good]),
+                          (b"\x00", b"\x01", [good]), (b"\x00", b"\x00", [b"\x03\x00\x01"])):
+        with pytest.raises(ValueError):
+            publish_message(1, ex, rk, 1, parts)
+    with pytest.raises(OverflowError):
+        publish_message(1, b"\x00", b"\x00", 256, [good])
