@@ -21,7 +21,7 @@ from typing import Any, Callable
 import pika
 
 from rtroute.amqp import ConfirmWindow, ReconnectingConnection, Settler, frames
-from rtroute.amqp.frame_codec import shortstr
+from rtroute.amqp.frame_codec import frame_size_limit, shortstr
 from rtroute.core.frames import publish_message
 from rtroute.divert import DivertTable, Verdict
 from rtroute.relay.broker_upstream import BrokerUpstream
@@ -335,8 +335,11 @@ class Pipeline:
         channel = publish_frames.channel
         # no headers table: a republish without BCC sends the content as it came, its
         # publish frame made with it in one native call (10,000 keys in turn would miss
-        # publish_frames' cache)
+        # publish_frames' cache); a content header frame that fits this connection's
+        # frame_max is marked checked, so the outbox does not measure it again
         plain = m.span[0] == m.span[1]
+        limit = frame_size_limit(self.frame_max)
+        checked = plain and (not limit or len(m.parts[0]) <= limit)
         direct = False
         for p in decision.publishes:
             bcc = p.bcc
@@ -350,12 +353,16 @@ class Pipeline:
                     channel, name, m.key_short if p.routing_key == m.routing_key
                     else shortstr(p.routing_key), publish_frames.mandatory, m.parts)
                 count = 1 + len(m.parts)
+                out = Republish(p.exchange, p.routing_key, None, m.body, pending,
+                                frames=data, frame_count=count)
+                out.checked = checked
             else:
                 data, count = m.republish_frames(channel,
                                                  publish_frames.get(p.exchange, p.routing_key),
                                                  drop, bcc)
-            outs.append(Republish(p.exchange, p.routing_key, None, m.body, pending,
-                                  frames=data, frame_count=count))
+                out = Republish(p.exchange, p.routing_key, None, m.body, pending,
+                                frames=data, frame_count=count)
+            outs.append(out)
         if direct:
             c.direct_to_queue += 1
         return outs

@@ -94,13 +94,19 @@ def test_a_message_without_headers_is_republished_as_it_came_in_one_native_call(
     """Literal keys in turn (10,000 of them miss every cache of method frames): a message
     without headers whose republish adds no BCC is sent with the content as received and
     its publish frame made with it (rtroute.core.frames.publish_message), not through the
-    cache of method frames; its properties arrive as they were published."""
+    cache of method frames, and not measured again by the outbox (its header frame came
+    within this connection's frame_max); its properties arrive as they were published."""
     from rtroute.amqp import frames as amqp_frames
+    from rtroute.relay.amqp_sink import AmqpSink
 
     asked: list = []
     cached = amqp_frames.PublishFrames.get
     monkeypatch.setattr(amqp_frames.PublishFrames, "get",
                         lambda self, *key: asked.append(key) or cached(self, *key))
+    measured: list = []
+    check = AmqpSink.check
+    monkeypatch.setattr(AmqpSink, "check",
+                        lambda self, out: measured.append(out.routing_key) or check(self, out))
     run = serve(monkeypatch)
     rabbit = run.rabbit
     rabbit.enqueue(INGRESS, b"m1", "a.b", properties=pika.BasicProperties(
@@ -115,7 +121,7 @@ def test_a_message_without_headers_is_republished_as_it_came_in_one_native_call(
     assert (first.properties.content_type, first.properties.message_id,
             first.properties.delivery_mode, first.properties.headers) == \
         ("text/plain", "id-1", 2, None)
-    assert asked == [("logs.bindings", "a.*")]
+    assert asked == [("logs.bindings", "a.*")] and measured == ["a.*"]
     for p in (first, second, third):
         rabbit.ack(p)
     run.run()
