@@ -163,8 +163,8 @@ class ExchangeRouter:
             return added
         with self._table_lock:
             added = self._table.bind(destination, key)
-        if added:
-            self._literals.pop(key, None)
+            if added:  # under the lock: a decision _literal is making is stored before this
+                self._literals.pop(key, None)
         if added and _has_wildcard(key) and len(self._table.destinations(key)) == 1:
             self._wildcards.add(key)
         return added
@@ -178,8 +178,8 @@ class ExchangeRouter:
             return removed
         with self._table_lock:
             removed = self._table.unbind(destination, key)
-        if removed:
-            self._literals.pop(key, None)
+            if removed:
+                self._literals.pop(key, None)
         if removed and _has_wildcard(key) and not self._table.destinations(key):
             self._wildcards.remove(key)
         return removed
@@ -195,7 +195,7 @@ class ExchangeRouter:
         with self._table_lock:
             self._table, self._wildcards, self._archives = \
                 fresh._table, fresh._wildcards, fresh._archives
-        self._literals.clear()
+            self._literals.clear()
 
     def destinations_of(self, key: str) -> set[Destination]:
         """Where RabbitMQ's ``NAME.bindings`` delivers a publish routed with ``key``."""
@@ -383,17 +383,20 @@ class ExchangeRouter:
     def _literal(self, routing_key: str) -> Decision:
         """The decision for a valid literal key published without headers (see
         :meth:`routes_as_published`): the key as published, no ``BCC``; matched: the key
-        itself when bound. Kept in the cache of literal decisions (shared, read-only)."""
-        if self._table.destinations(routing_key):
-            decision = Decision([Publish(self.bindings_exchange, routing_key, ())], {},
-                                keys=(routing_key,))
-        else:
-            publishes = [Publish(self.bindings_exchange, routing_key, ())] \
-                if self.alternate_exchange else []
-            decision = Decision(publishes, {}, unroutable=True)
-        if len(self._literals) >= LITERAL_CACHE:
-            self._literals.clear()
-        self._literals[routing_key] = decision
+        itself when bound. Kept in the cache of literal decisions (shared, read-only): read
+        and kept under the table's lock, so that a bind or unbind of the key from another
+        thread either comes after (and drops it) or is seen."""
+        with self._table_lock:
+            if self._table.destinations(routing_key):
+                decision = Decision([Publish(self.bindings_exchange, routing_key, ())], {},
+                                    keys=(routing_key,))
+            else:
+                publishes = [Publish(self.bindings_exchange, routing_key, ())] \
+                    if self.alternate_exchange else []
+                decision = Decision(publishes, {}, unroutable=True)
+            if len(self._literals) >= LITERAL_CACHE:
+                self._literals.clear()
+            self._literals[routing_key] = decision
         return decision
 
     def _parse(self, routing_key: Any, headers: Mapping[str, Any] | None
