@@ -180,3 +180,111 @@ size_t rt_frame_repeats(const uint8_t *buf, size_t len, size_t pos, const uint8_
     *out_len = written;
     return pos;
 }
+
+size_t rt_frame_renames(const uint8_t *buf, size_t len, size_t pos, uint16_t channel,
+                        const uint8_t *name, size_t name_len, const uint8_t *rep,
+                        size_t rep_len, size_t max, const rt_scan_rules *rules, uint8_t *out,
+                        size_t *count, size_t *out_len)
+{
+    size_t written = 0, n = 0;
+    *count = 0;
+    *out_len = 0;
+    if (rep_len < 1 || rep_len != 1 + (size_t)rep[0])
+        return pos;
+    while (n < max && pos <= len) {
+        size_t publish_end, name_end, key_at, key_end, header_end, end, i, size;
+        if (!whole_frame(buf, len, pos, rules, &publish_end) || buf[pos] != RT_FRAME_METHOD ||
+            get_u16(buf + pos + 1) != channel || publish_end - pos < 8 + 4 ||
+            get_u32(buf + pos + 7) != RT_BASIC_PUBLISH)
+            break;
+        /* the fields within the frame, as parse_publish reads them */
+        if (pos + 13 >= publish_end - 1)
+            break;
+        name_end = pos + 14 + buf[pos + 13];
+        if (name_end >= publish_end - 1)
+            break;
+        key_at = name_end;
+        key_end = key_at + 1 + buf[key_at];
+        if (key_end >= publish_end - 1)
+            break;
+        if ((size_t)buf[pos + 13] != name_len || memcmp(buf + pos + 14, name, name_len) != 0)
+            break;
+        for (i = key_at + 1; i < key_end; i++)
+            if (buf[i] == '*' || buf[i] == '#')
+                break;
+        if (i < key_end)
+            break;
+        if (!whole_frame(buf, len, publish_end, rules, &header_end) ||
+            buf[publish_end] != RT_FRAME_HEADER || get_u16(buf + publish_end + 1) != channel ||
+            header_end - publish_end < 8 + 14 ||
+            (buf[publish_end + 19] & 0x20) != 0) /* the headers flag, bit 13 */
+            break;
+        end = body_end(buf, len, header_end, channel, get_u64(buf + publish_end + 7 + 4), rules);
+        if (!end)
+            break;
+        /* class, method, reserved (6) + exchange + routing key + bits */
+        size = 6 + rep_len + (key_end - key_at) + 1;
+        if (out != NULL) {
+            uint8_t *o = out + written;
+            o[0] = RT_FRAME_METHOD;
+            o[1] = (uint8_t)(channel >> 8);
+            o[2] = (uint8_t)channel;
+            o[3] = (uint8_t)(size >> 24);
+            o[4] = (uint8_t)(size >> 16);
+            o[5] = (uint8_t)(size >> 8);
+            o[6] = (uint8_t)size;
+            memcpy(o + 7, buf + pos + 7, 6);
+            memcpy(o + 13, rep, rep_len);
+            memcpy(o + 13 + rep_len, buf + key_at, key_end - key_at + 1);
+            o[7 + size] = RT_FRAME_END;
+            memcpy(o + 8 + size, buf + publish_end, end - publish_end);
+        }
+        written += 8 + size + (end - publish_end);
+        n++;
+        pos = end;
+    }
+    *count = n;
+    *out_len = written;
+    return pos;
+}
+
+size_t rt_frame_deliveries(const uint8_t *buf, size_t len, size_t pos, uint16_t channel,
+                           const rt_scan_rules *rules, size_t *at, size_t max, size_t *count)
+{
+    size_t n = 0;
+    *count = 0;
+    while (n < max && pos <= len) {
+        size_t deliver_end, field, header_end, end;
+        if (!whole_frame(buf, len, pos, rules, &deliver_end) || buf[pos] != RT_FRAME_METHOD ||
+            get_u16(buf + pos + 1) != channel || deliver_end - pos < 8 + 4 ||
+            get_u32(buf + pos + 7) != RT_BASIC_DELIVER)
+            break;
+        /* consumer tag, delivery tag (8) and redelivered (1), exchange, routing key: all
+         * before the end octet */
+        field = pos + 11;
+        if (field >= deliver_end - 1)
+            break;
+        field += 1 + (size_t)buf[field] + 9;
+        if (field >= deliver_end - 1)
+            break;
+        field += 1 + (size_t)buf[field];
+        if (field >= deliver_end - 1)
+            break;
+        field += 1 + (size_t)buf[field];
+        if (field > deliver_end - 1)
+            break;
+        if (!whole_frame(buf, len, deliver_end, rules, &header_end) ||
+            buf[deliver_end] != RT_FRAME_HEADER || get_u16(buf + deliver_end + 1) != channel ||
+            header_end - deliver_end < 8 + 14)
+            break;
+        end = body_end(buf, len, header_end, channel, get_u64(buf + deliver_end + 7 + 4), rules);
+        if (!end)
+            break;
+        at[2 * n] = pos;
+        at[2 * n + 1] = end;
+        n++;
+        pos = end;
+    }
+    *count = n;
+    return pos;
+}

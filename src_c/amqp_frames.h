@@ -22,6 +22,7 @@
 #define RT_FRAME_BODY 3u
 #define RT_FRAME_END 0xCEu
 #define RT_BASIC_PUBLISH ((60u << 16) | 40u)
+#define RT_BASIC_DELIVER ((60u << 16) | 60u)
 
 /* What stops a scan: a method frame whose method id is one of `methods`, or any frame on
  * one of `channels` (both lists short: compared one by one). */
@@ -82,5 +83,33 @@ size_t rt_frame_repeats(const uint8_t *buf, size_t len, size_t pos, const uint8_
                         size_t head_len, const uint8_t *rep, size_t rep_len,
                         const rt_scan_rules *rules, uint8_t *out, size_t *count,
                         size_t *out_len);
+
+/* A run of publishes that go on as published, to another exchange: from pos, each message
+ * that is a basic.publish frame on `channel` (whole, its fields within it) whose exchange is
+ * name[0..name_len) and whose routing key holds neither '*' nor '#', followed at once by its
+ * content on that channel: a content header frame whose property flags leave out headers
+ * (bit 13), then body frames carrying exactly its body size, each frame within the rules'
+ * limit and end octet check. At most `max` messages. Each is written with its publish frame
+ * rebuilt as class, method and reserved field, the short string rep[0..rep_len) (length
+ * octet included) as exchange, its routing key and bits octet, then 0xCE; its header and
+ * body frames as they are. Returns where the run ends (pos if there is none), with *count
+ * its messages and *out_len the bytes written; with out != NULL those bytes are written
+ * there too (call once with NULL to know how many). The rules' stop methods and channels
+ * are not consulted (the caller judged the channel and the exchange). */
+size_t rt_frame_renames(const uint8_t *buf, size_t len, size_t pos, uint16_t channel,
+                        const uint8_t *name, size_t name_len, const uint8_t *rep,
+                        size_t rep_len, size_t max, const rt_scan_rules *rules, uint8_t *out,
+                        size_t *count, size_t *out_len);
+
+/* A run of whole deliveries on `channel`: from pos, each a basic.deliver method frame on
+ * `channel` whose fields (consumer tag, delivery tag, redelivered, exchange, routing key) lie
+ * within it, followed at once by its content on that channel: a content header frame long
+ * enough for its body size, then body frames whose payloads add up to exactly that size,
+ * each frame within the rules' limit and end octet check. At most `max`; delivery i is
+ * buf[at[2 * i]..at[2 * i + 1]) (its header frame starts where its deliver frame ends).
+ * Returns where the run ends (pos if there is none), with *count its deliveries. The rules'
+ * stop methods and channels are not consulted. */
+size_t rt_frame_deliveries(const uint8_t *buf, size_t len, size_t pos, uint16_t channel,
+                           const rt_scan_rules *rules, size_t *at, size_t max, size_t *count);
 
 #endif

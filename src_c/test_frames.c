@@ -332,6 +332,105 @@ static void test_repeats_of_a_message(void)
                            &out_len) == 0 && count == 0);
 }
 
+static size_t deliver(buffer *b, unsigned channel, uint64_t tag, const char *exchange,
+                      const char *key)
+{
+    char fields[600];
+    size_t n = 0, el = strlen(exchange), kl = strlen(key);
+    int i;
+    fields[n++] = 2; /* consumer tag "c1" */
+    fields[n++] = 'c';
+    fields[n++] = '1';
+    for (i = 0; i < 8; i++)
+        fields[n++] = (char)(tag >> (56 - 8 * i));
+    fields[n++] = 1; /* redelivered */
+    fields[n++] = (char)el;
+    memcpy(fields + n, exchange, el);
+    n += el;
+    fields[n++] = (char)kl;
+    memcpy(fields + n, key, kl);
+    n += kl;
+    return method(b, channel, MID(60, 60), fields, n);
+}
+
+static void test_renames_of_literal_publishes(void)
+{
+    static buffer b;
+    static uint8_t out[4096];
+    rt_scan_rules r = rules_of(NULL, 0, NULL, 0, 131072, 1);
+    const uint8_t rep[] = "\x0dlogs.bindings";
+    size_t count, out_len, run_end, first_end, end, at;
+    b.len = 0;
+    publish(&b, 5, "logs", "a.b");
+    header(&b, 5, 10);
+    body(&b, 5, 4);
+    body(&b, 5, 6);
+    first_end = b.len;
+    publish(&b, 5, "logs", ""); /* an empty key, an empty body */
+    header(&b, 5, 0);
+    run_end = b.len;
+    publish(&b, 5, "logs", "a.*"); /* a wildcard: the run ends */
+    header(&b, 5, 0);
+    end = rt_frame_renames(b.data, b.len, 0, 5, (const uint8_t *)"logs", 4, rep, 14, 100, &r,
+                           NULL, &count, &out_len);
+    CHECK(end == run_end && count == 2 && out_len == run_end + 2 * 9);
+    memset(out, 0, sizeof out);
+    CHECK(rt_frame_renames(b.data, b.len, 0, 5, (const uint8_t *)"logs", 4, rep, 14, 100, &r,
+                           out, &count, &out_len) == run_end);
+    /* the publish frame rebuilt: head, class and method, ticket, new name, key, bits, end */
+    CHECK(out[0] == RT_FRAME_METHOD && out[1] == 0 && out[2] == 5 && out[6] == 6 + 14 + 4 + 1);
+    CHECK(memcmp(out + 13, rep, 14) == 0 && memcmp(out + 27, "\x03" "a.b", 4) == 0);
+    CHECK(out[31] == 0 && out[32] == RT_FRAME_END);
+    at = 33 + (first_end - (8 + 4 + 2 + 5 + 4 + 1));
+    CHECK(memcmp(out + 33, b.data + 8 + 4 + 2 + 5 + 4 + 1, at - 33) == 0);
+    CHECK(out[at] == RT_FRAME_METHOD && out[at + 27] == 0 && out[at + 29] == RT_FRAME_END);
+    CHECK(at + 30 + 22 == out_len && out[out_len] == 0);
+    /* at most `max`; another exchange or channel; a headers flag; a bad replacement */
+    CHECK(rt_frame_renames(b.data, b.len, 0, 5, (const uint8_t *)"logs", 4, rep, 14, 1, &r,
+                           NULL, &count, &out_len) == first_end && count == 1);
+    CHECK(rt_frame_renames(b.data, b.len, 0, 5, (const uint8_t *)"logz", 4, rep, 14, 9, &r,
+                           NULL, &count, &out_len) == 0 && count == 0 && out_len == 0);
+    CHECK(rt_frame_renames(b.data, b.len, 0, 6, (const uint8_t *)"logs", 4, rep, 14, 9, &r,
+                           NULL, &count, &out_len) == 0 && count == 0);
+    CHECK(rt_frame_renames(b.data, b.len, 0, 5, (const uint8_t *)"logs", 4, rep, 13, 9, &r,
+                           NULL, &count, &out_len) == 0 && count == 0);
+    b.data[first_end + 21 + 19] |= 0x20; /* the second message's header: headers flag on */
+    CHECK(rt_frame_renames(b.data, b.len, 0, 5, (const uint8_t *)"logs", 4, rep, 14, 9, &r,
+                           NULL, &count, &out_len) == first_end && count == 1);
+}
+
+static void test_deliveries(void)
+{
+    static buffer b;
+    rt_scan_rules r = rules_of(NULL, 0, NULL, 0, 131072, 1);
+    size_t at[8], count, first_end, run_end;
+    b.len = 0;
+    deliver(&b, 1, 7, "ex", "a.b");
+    header(&b, 1, 10);
+    body(&b, 1, 3);
+    body(&b, 1, 7);
+    first_end = b.len;
+    deliver(&b, 1, 8, "", "q"); /* an empty body */
+    header(&b, 1, 0);
+    run_end = b.len;
+    deliver(&b, 2, 9, "", "q"); /* another channel: the run ends */
+    header(&b, 2, 0);
+    CHECK(rt_frame_deliveries(b.data, b.len, 0, 1, &r, at, 4, &count) == run_end);
+    CHECK(count == 2 && at[0] == 0 && at[1] == first_end && at[2] == first_end &&
+          at[3] == run_end);
+    CHECK(rt_frame_deliveries(b.data, b.len, 0, 1, &r, at, 1, &count) == first_end &&
+          count == 1);
+    CHECK(rt_frame_deliveries(b.data, run_end - 1, 0, 1, &r, at, 4, &count) == first_end);
+    CHECK(rt_frame_deliveries(b.data, b.len, run_end, 2, &r, at, 4, &count) == b.len);
+    r.limit = 20;
+    CHECK(rt_frame_deliveries(b.data, b.len, 0, 1, &r, at, 4, &count) == 0 && count == 0);
+    b.len = 0;
+    method(&b, 1, MID(60, 60), "\x05" "c1", 3); /* the consumer tag past the frame */
+    header(&b, 1, 0);
+    r.limit = 0;
+    CHECK(rt_frame_deliveries(b.data, b.len, 0, 1, &r, at, 4, &count) == 0 && count == 0);
+}
+
 /* ------------------------------------------------------------------------------ random */
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
@@ -452,6 +551,28 @@ static void random_frames(buffer *b)
     }
 }
 
+/* The runs of renamed publishes and of deliveries from a stop: within the buffer, and the
+ * renamed bytes as long as said. */
+static void check_runs(const uint8_t *buf, size_t len, const rt_frame *f, const rt_scan_rules *r)
+{
+    static uint8_t out[1 << 17];
+    static const uint8_t rep[] = "\x02nn";
+    size_t at[2 * 16], count, count2, out_len, out_len2, end, i;
+    end = rt_frame_renames(buf, len, f->start, f->channel, buf + f->name_start,
+                           f->name_end - f->name_start, rep, 3, 1000, r, NULL, &count, &out_len);
+    CHECK(end >= f->start && end <= len && out_len <= sizeof out);
+    CHECK(rt_frame_renames(buf, len, f->start, f->channel, buf + f->name_start,
+                           f->name_end - f->name_start, rep, 3, 1000, r, out, &count2,
+                           &out_len2) == end && count2 == count && out_len2 == out_len);
+    CHECK(count == 0 || (f->name_end && f->content_end));
+    end = rt_frame_deliveries(buf, len, f->start, f->channel, r, at, 16, &count);
+    CHECK(end >= f->start && end <= len && count <= 16);
+    for (i = 0; i < count; i++)
+        CHECK(at[2 * i] < at[2 * i + 1] && (i == 0 ? at[0] == f->start
+                                                   : at[2 * i] == at[2 * i - 1]));
+    CHECK(count == 0 ? end == f->start : end == at[2 * count - 1]);
+}
+
 static void test_random_buffers(void)
 {
     static buffer b;
@@ -478,6 +599,7 @@ static void test_random_buffers(void)
                     break;
                 if (f.content_end)
                     check_repeats(b.data, len, &f, &r);
+                check_runs(b.data, len, &f, &r);
                 pos = f.end;
             }
         }
@@ -495,6 +617,8 @@ int main(int argc, char **argv)
     RUN(test_publish_content_must_follow_on_its_channel);
     RUN(test_malformed_publish_has_no_name);
     RUN(test_repeats_of_a_message);
+    RUN(test_renames_of_literal_publishes);
+    RUN(test_deliveries);
     RUN(test_random_buffers);
     printf("all %u frame scanner tests passed (%s)\n", tests_run, quick ? "quick" : "full");
     return 0;

@@ -53,6 +53,7 @@ from rtroute.amqp.frame_codec import (
 )
 from rtroute.amqp.methods import BASIC_ACK, BASIC_DELIVER, BASIC_NACK
 from rtroute.amqp.pika_internals import coalesce_io, emit
+from rtroute.core.frames import FrameScanner
 
 __all__ = [
     "FrameReader",
@@ -78,6 +79,8 @@ __all__ = [
 LOGGER = logging.getLogger(__name__)
 
 _DELIVER = U32.pack(BASIC_DELIVER)  # a method frame's payload starts with these 4 bytes
+# a run of whole deliveries on one channel, each frame ending with 0xCE, in one native call
+_DELIVERIES = FrameScanner((), check_end=True).deliveries
 _ACK = U32.pack(BASIC_ACK)
 _NACK = U32.pack(BASIC_NACK)
 _FRAME_HEAD = HEAD
@@ -218,6 +221,23 @@ class FrameReader:
                         if self._body_left <= 0:
                             self._deliver()
                         continue
+                    if kind == FRAME_METHOD and self._delivery is None and \
+                            buffer[offset + 7:offset + 11] == _DELIVER:
+                        # the run of whole deliveries from here, read natively
+                        deliveries = _DELIVERIES(buffer, offset, 0, channel)[1]
+                        if deliveries:
+                            on_delivery = self._on_delivery
+                            detailed = self._detailed
+                            for tag, exchange, key, consumer_tag, redelivered, parts, at \
+                                    in deliveries:
+                                connection.bytes_received += at - offset
+                                offset = at
+                                if detailed:
+                                    on_delivery(tag, exchange, key, parts,  # type: ignore[misc]
+                                                consumer_tag, redelivered)
+                                else:
+                                    on_delivery(tag, exchange, key, parts)  # type: ignore[misc]
+                            continue
                     if kind == FRAME_METHOD and buffer[offset + 7:offset + 11] == _DELIVER:
                         tag_start = offset + 11                   # consumer tag
                         tag_end = tag_start + 1 + buffer[tag_start]

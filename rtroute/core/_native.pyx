@@ -521,10 +521,18 @@ cdef extern from "amqp_frames.h":
                             size_t head_len, const uint8_t *rep, size_t rep_len,
                             const rt_scan_rules *rules, uint8_t *out, size_t *count,
                             size_t *out_len)
+    size_t rt_frame_renames(const uint8_t *buf, size_t len, size_t pos, uint16_t channel,
+                            const uint8_t *name, size_t name_len, const uint8_t *rep,
+                            size_t rep_len, size_t max, const rt_scan_rules *rules,
+                            uint8_t *out, size_t *count, size_t *out_len)
+    size_t rt_frame_deliveries(const uint8_t *buf, size_t len, size_t pos, uint16_t channel,
+                               const rt_scan_rules *rules, size_t *at, size_t max,
+                               size_t *count)
 
 cdef enum:
     MAX_STOP_METHODS = 32
     STACK_CHANNELS = 16
+    DELIVERIES_PER_CALL = 256
 
 
 cdef class FrameScanner:
@@ -636,6 +644,107 @@ cdef class FrameScanner:
         finally:
             PyBuffer_Release(&view)
         return end, count, data
+
+    def renames(self, buf, Py_ssize_t pos, Py_ssize_t limit, uint16_t channel,
+                bytes name not None, bytes replacement not None, Py_ssize_t most):
+        """The publishes of ``buf`` from ``pos`` on ``channel`` to exchange ``name`` with a
+        routing key free of ``*`` and ``#`` and content without headers (see
+        ``rt_frame_renames``), at most ``most``, each renamed to the exchange
+        ``replacement`` (a short string, length octet included): ``(end, count, data)``
+        (``b""`` and ``end == pos`` when there is none); ``limit`` as :meth:`scan`'s."""
+        cdef Py_buffer view
+        cdef rt_scan_rules rules
+        cdef size_t count = 0, size = 0, end
+        cdef object data = b""
+        if pos < 0 or limit < 0 or most < 0:
+            raise ValueError("pos, limit and most must not be negative")
+        rules.methods = NULL
+        rules.n_methods = 0
+        rules.channels = NULL
+        rules.n_channels = 0
+        rules.limit = limit
+        rules.check_end = self._check_end
+        PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+        try:
+            if pos > view.len:
+                return pos, 0, data
+            end = rt_frame_renames(<const uint8_t *>view.buf, view.len, pos, channel,
+                                   <const uint8_t *><const char *>name, len(name),
+                                   <const uint8_t *><const char *>replacement,
+                                   len(replacement), most, &rules, NULL, &count, &size)
+            if count:
+                data = PyBytes_FromStringAndSize(NULL, size)
+                rt_frame_renames(<const uint8_t *>view.buf, view.len, pos, channel,
+                                 <const uint8_t *><const char *>name, len(name),
+                                 <const uint8_t *><const char *>replacement,
+                                 len(replacement), count, &rules,
+                                 <uint8_t *>PyBytes_AS_STRING(data), &count, &size)
+        finally:
+            PyBuffer_Release(&view)
+        return end, count, data
+
+    def deliveries(self, buf, Py_ssize_t pos, Py_ssize_t limit, uint16_t channel):
+        """The run of whole deliveries of ``buf`` from ``pos`` on ``channel`` (see
+        ``rt_frame_deliveries``; at most 256 a call): ``(end, deliveries)``, each delivery
+        ``(delivery tag, exchange, routing key, consumer tag, redelivered, parts, end)``:
+        the exchange and routing key as short strings (length octet included), the consumer
+        tag decoded as UTF-8 (errors replaced), ``parts`` the content header frame and the
+        body frames as received, ``end`` where its last frame ends; ``limit`` as
+        :meth:`scan`'s."""
+        cdef Py_buffer view
+        cdef rt_scan_rules rules
+        cdef size_t at[2 * DELIVERIES_PER_CALL]
+        cdef size_t count = 0, end, i, start, stop, field, tag_at, exchange_at, key_at, key_end
+        cdef size_t frame_end
+        cdef const uint8_t *d
+        cdef uint64_t tag
+        cdef list out = [], parts
+        cdef int k
+        if pos < 0 or limit < 0:
+            raise ValueError("pos and limit must not be negative")
+        rules.methods = NULL
+        rules.n_methods = 0
+        rules.channels = NULL
+        rules.n_channels = 0
+        rules.limit = limit
+        rules.check_end = self._check_end
+        PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+        try:
+            if pos > view.len:
+                return pos, out
+            d = <const uint8_t *>view.buf
+            end = rt_frame_deliveries(d, view.len, pos, channel, &rules, at,
+                                      DELIVERIES_PER_CALL, &count)
+            for i in range(count):
+                start = at[2 * i]
+                stop = at[2 * i + 1]
+                field = start + 11  # the consumer tag (the frame's fields were checked)
+                tag_at = field + 1 + d[field]
+                tag = 0
+                for k in range(8):
+                    tag = tag << 8 | d[tag_at + k]
+                exchange_at = tag_at + 9
+                key_at = exchange_at + 1 + d[exchange_at]
+                key_end = key_at + 1 + d[key_at]
+                frame_end = start + 8 + (<size_t>d[start + 3] << 24 | <size_t>d[start + 4] << 16
+                                         | <size_t>d[start + 5] << 8 | d[start + 6])
+                parts = []
+                while frame_end < stop:  # the header frame, then the body frames
+                    field = frame_end + 8 + (<size_t>d[frame_end + 3] << 24
+                                             | <size_t>d[frame_end + 4] << 16
+                                             | <size_t>d[frame_end + 5] << 8 | d[frame_end + 6])
+                    parts.append(PyBytes_FromStringAndSize(<const char *>d + frame_end,
+                                                           field - frame_end))
+                    frame_end = field
+                out.append((tag,
+                            PyBytes_FromStringAndSize(<const char *>d + exchange_at,
+                                                      key_at - exchange_at),
+                            PyBytes_FromStringAndSize(<const char *>d + key_at, key_end - key_at),
+                            (<const char *>d)[start + 12:tag_at].decode("utf-8", "replace"),
+                            bool(d[tag_at + 8] & 1), parts, stop))
+        finally:
+            PyBuffer_Release(&view)
+        return end, out
 
 
 cdef extern from "amqp_headers.h":
@@ -1217,3 +1326,55 @@ def publish_frames(uint16_t channel, list publishes not None, Py_ssize_t start,
         return PyBytes_FromStringAndSize(out.data, out.len), count, index
     finally:
         free(out.data)
+
+
+def publish_message(uint16_t channel, bytes exchange not None, bytes routing_key not None,
+                    uint8_t bits, list parts not None):
+    """One publish's frames on ``channel``, as one ``bytes``: the ``basic.publish`` method
+    frame to ``exchange`` with ``routing_key`` (short strings, length octet included) and
+    ``bits`` (mandatory 1, immediate 2), then ``parts`` (whole frames: a content header
+    frame and body frames, of any channel) moved to ``channel``.
+
+    Raises:
+        ValueError: a short string whose length octet is not its length, or a part shorter
+            than a frame.
+    """
+    cdef Py_ssize_t ex_len = len(exchange), key_len = len(routing_key), size, payload, at
+    cdef Py_ssize_t n = len(parts), i, part_len
+    cdef bytes part
+    cdef char *o
+    cdef const char *ex = exchange
+    cdef const char *key = routing_key
+    if ex_len < 1 or <uint8_t>ex[0] != ex_len - 1 or key_len < 1 or \
+            <uint8_t>key[0] != key_len - 1:
+        raise ValueError("exchange and routing_key must be short strings")
+    payload = 6 + ex_len + key_len + 1
+    size = 8 + payload
+    for i in range(n):
+        part = parts[i]
+        if len(part) < 8:
+            raise ValueError("a part shorter than a frame")
+        size += len(part)
+    out = PyBytes_FromStringAndSize(NULL, size)
+    o = PyBytes_AS_STRING(out)
+    o[0] = 1
+    o[1] = <char>(channel >> 8)
+    o[2] = <char>(channel & 0xFF)
+    o[3] = <char>((payload >> 24) & 0xFF)
+    o[4] = <char>((payload >> 16) & 0xFF)
+    o[5] = <char>((payload >> 8) & 0xFF)
+    o[6] = <char>(payload & 0xFF)
+    memcpy(o + 7, b"\x00\x3c\x00\x28\x00\x00", 6)  # basic.publish, ticket 0
+    memcpy(o + 13, ex, ex_len)
+    memcpy(o + 13 + ex_len, key, key_len)
+    o[13 + ex_len + key_len] = <char>bits
+    o[14 + ex_len + key_len] = <char>0xCE
+    at = 8 + payload
+    for i in range(n):
+        part = parts[i]
+        part_len = len(part)
+        memcpy(o + at, <const char *>part, part_len)
+        o[at + 1] = <char>(channel >> 8)
+        o[at + 2] = <char>(channel & 0xFF)
+        at += part_len
+    return out

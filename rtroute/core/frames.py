@@ -19,11 +19,13 @@ from collections.abc import Iterable
 from rtroute.core import IMPLEMENTATION
 
 __all__ = ["SCAN_BAD_END", "SCAN_MORE", "SCAN_STOP", "SCAN_TOO_LARGE", "FrameScanner",
-           "PyFrameScanner"]
+           "PyFrameScanner", "publish_message", "py_publish_message"]
 
 SCAN_STOP, SCAN_MORE, SCAN_TOO_LARGE, SCAN_BAD_END = 1, 0, -1, -2
 _FRAME_METHOD, _FRAME_HEADER, _FRAME_BODY, _FRAME_END = 1, 2, 3, 0xCE
 _BASIC_PUBLISH = 60 << 16 | 40
+_BASIC_DELIVER = 60 << 16 | 60
+DELIVERIES_PER_CALL = 256  # the most deliveries one call of ``deliveries`` gives
 _U16 = struct.Struct(">H").unpack_from
 _U32 = struct.Struct(">I").unpack_from
 _U64 = struct.Struct(">Q").unpack_from
@@ -136,8 +138,114 @@ class PyFrameScanner:
             pos = end
         return pos, count, b"".join(out)
 
+    def renames(self, buf: bytes | bytearray | memoryview, pos: int, limit: int, channel: int,
+                name: bytes, replacement: bytes, most: int) -> tuple[int, int, bytes]:
+        """See the native ``FrameScanner.renames``: ``(end, count, data)``."""
+        if pos < 0 or limit < 0 or most < 0:
+            raise ValueError("pos, limit and most must not be negative")
+        out: list[bytes] = []
+        count = 0
+        if not replacement or len(replacement) != 1 + replacement[0]:
+            return pos, 0, b""
+        while count < most:
+            publish_end = self._whole(buf, pos, limit)
+            if not publish_end or buf[pos] != _FRAME_METHOD or _U16(buf, pos + 1)[0] != channel \
+                    or publish_end - pos < 12 or _U32(buf, pos + 7)[0] != _BASIC_PUBLISH:
+                break
+            if pos + 13 >= publish_end - 1:
+                break
+            name_end = pos + 14 + buf[pos + 13]
+            key_end = name_end + 1 + buf[name_end] if name_end < publish_end - 1 else 0
+            if not key_end or key_end >= publish_end - 1 or bytes(buf[pos + 14:name_end]) != name:
+                break
+            key = bytes(buf[name_end + 1:key_end])
+            if b"*" in key or b"#" in key:
+                break
+            header_end = self._whole(buf, publish_end, limit)
+            if not header_end or buf[publish_end] != _FRAME_HEADER or \
+                    _U16(buf, publish_end + 1)[0] != channel or \
+                    header_end - publish_end < 8 + 14 or buf[publish_end + 19] & 0x20:
+                break
+            end = self._body_end(buf, header_end, channel, _U64(buf, publish_end + 11)[0], limit)
+            if not end:
+                break
+            fields = bytes(buf[name_end:key_end + 1])  # routing key, bits
+            out += (struct.pack(">BHI", _FRAME_METHOD, channel, 6 + len(replacement) + len(fields)),
+                    bytes(buf[pos + 7:pos + 13]), replacement, fields, b"\xce",
+                    bytes(buf[publish_end:end]))
+            count += 1
+            pos = end
+        return pos, count, b"".join(out)
+
+    def deliveries(self, buf: bytes | bytearray | memoryview, pos: int, limit: int,
+                   channel: int) -> tuple[int, list[tuple]]:
+        """See the native ``FrameScanner.deliveries``: ``(end, deliveries)``."""
+        if pos < 0 or limit < 0:
+            raise ValueError("pos and limit must not be negative")
+        out: list[tuple] = []
+        while len(out) < DELIVERIES_PER_CALL:
+            deliver_end = self._whole(buf, pos, limit)
+            if not deliver_end or buf[pos] != _FRAME_METHOD or \
+                    _U16(buf, pos + 1)[0] != channel or deliver_end - pos < 12 or \
+                    _U32(buf, pos + 7)[0] != _BASIC_DELIVER:
+                break
+            payload_end = deliver_end - 1
+            tag_at = pos + 12 + buf[pos + 11] if pos + 11 < payload_end else payload_end
+            exchange_at = tag_at + 9
+            if exchange_at >= payload_end:
+                break
+            key_at = exchange_at + 1 + buf[exchange_at]
+            if key_at >= payload_end or key_at + 1 + buf[key_at] > payload_end:
+                break
+            key_end = key_at + 1 + buf[key_at]
+            header_end = self._whole(buf, deliver_end, limit)
+            if not header_end or buf[deliver_end] != _FRAME_HEADER or \
+                    _U16(buf, deliver_end + 1)[0] != channel or header_end - deliver_end < 22:
+                break
+            end = self._body_end(buf, header_end, channel, _U64(buf, deliver_end + 11)[0], limit)
+            if not end:
+                break
+            parts = []
+            at = deliver_end
+            while at < end:
+                frame_end = at + 8 + _U32(buf, at + 3)[0]
+                parts.append(bytes(buf[at:frame_end]))
+                at = frame_end
+            out.append((_U64(buf, tag_at)[0], bytes(buf[exchange_at:key_at]),
+                        bytes(buf[key_at:key_end]),
+                        bytes(buf[pos + 12:tag_at]).decode("utf-8", "replace"),
+                        bool(buf[tag_at + 8] & 1), parts, end))
+            pos = end
+        return pos, out
+
+
+def py_publish_message(channel: int, exchange: bytes, routing_key: bytes, bits: int,
+                       parts: list[bytes]) -> bytes:
+    """The pure-Python twin of the native ``publish_message``: one publish's frames on
+    ``channel`` (the ``basic.publish`` to the short strings ``exchange`` and ``routing_key``
+    with ``bits``, then the whole frames ``parts`` moved to ``channel``), as one ``bytes``.
+
+    Raises:
+        ValueError: a short string whose length octet is not its length, or a part shorter
+            than a frame.
+    """
+    if not exchange or exchange[0] != len(exchange) - 1 or not routing_key or \
+            routing_key[0] != len(routing_key) - 1:
+        raise ValueError("exchange and routing_key must be short strings")
+    if not 0 <= bits <= 255:
+        raise OverflowError("bits must be an octet")
+    if any(len(part) < 8 for part in parts):
+        raise ValueError("a part shorter than a frame")
+    payload = b"".join((_PUBLISH_HEAD, exchange, routing_key, bytes((bits,))))
+    on = struct.pack(">H", channel)
+    return b"".join((struct.pack(">BHI", _FRAME_METHOD, channel, len(payload)), payload,
+                     b"\xce", *(part[:1] + on + part[3:] for part in parts)))
+
+
+_PUBLISH_HEAD = struct.pack(">IH", _BASIC_PUBLISH, 0)  # basic.publish, ticket 0
 
 if IMPLEMENTATION == "native":
-    from rtroute.core._native import FrameScanner
+    from rtroute.core._native import FrameScanner, publish_message
 else:
     FrameScanner = PyFrameScanner  # type: ignore[misc,assignment]
+    publish_message = py_publish_message

@@ -110,6 +110,12 @@ class Rewriter:
         self._bcc_alias_wire = bcc_alias.encode("utf-8")
         self._archive = archive
 
+    def renames_as_published(self, exchange: RTopic) -> bool:
+        """True when :meth:`route` sends every publish to ``exchange`` without headers whose
+        routing key holds no ``*`` or ``#`` as published, only renamed to ``NAME.bindings``
+        (cost 1): no archive, and the router routes such keys as published."""
+        return self._archive is None and exchange.router.routes_as_published("")
+
     def archive_of(self, name: str) -> str | None:
         """The archive stream of the x-rtopic exchange ``name`` (None: no archive)."""
         return None if self._archive is None else self._archive.replace("{exchange}", name)

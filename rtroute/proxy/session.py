@@ -483,6 +483,20 @@ class Session:
                                     meter.published(channel, cached[2], count)
                                     run = pos = end
                                     continue
+                                if exchange.ready.is_set() and \
+                                        self.rewriter.renames_as_published(exchange):
+                                    # literal keys without headers go on as published,
+                                    # renamed (what route() does with each): this one and
+                                    # the run right after it, in one native call
+                                    end, count, renamed = scanner.renames(
+                                        buf, pos, limit, channel, name,
+                                        exchange.bindings_short, meter.room(1))
+                                    if count:
+                                        out.append(renamed)
+                                        self.rewritten += count
+                                        meter.published(channel, 1, count)
+                                        run = pos = end
+                                        continue
                             if not exchange.ready.is_set():
                                 self._hold(functools.partial(self._exchange_ready, exchange))
                                 break  # this frame again when the wait is over

@@ -33,6 +33,9 @@ ERROR_HEADER = "x-rtroute-error"
 # A header frame is at most frame_max (128 KiB on RabbitMQ by default); leave room for the
 # frame and property overhead and the message's own headers (subtracted per message).
 DEFAULT_FRAME_MAX = 131072
+# literal keys' decisions kept across batches (see ExchangeRouter._literal); when full, the
+# cache starts over
+LITERAL_CACHE = 16_384
 FRAME_OVERHEAD = 1024
 
 
@@ -143,6 +146,11 @@ class ExchangeRouter:
         # destinations bound with ARCHIVE_KEY: archive streams, which a proxy reaches by that
         # key in every BCC; never a destination of routing (rtroute.routing.rtopic_layout)
         self._archives: set[Destination] = set()
+        # a literal key published without headers -> its (read-only) decision, which only
+        # whether the key is bound decides: dropped when that changes (bind, unbind,
+        # take_bindings), emptied when the exchanges the decision names change
+        self._literals: dict[str, Decision] = {}
+        self._literals_for = (self.bindings_exchange, alternate_exchange)
 
     # -- bindings (fed by the binding watcher or the static config) --------------------------
     def bind(self, destination: Destination, key: str) -> bool:
@@ -155,6 +163,8 @@ class ExchangeRouter:
             return added
         with self._table_lock:
             added = self._table.bind(destination, key)
+            if added:  # under the lock: a decision _literal is making is stored before this
+                self._literals.pop(key, None)
         if added and _has_wildcard(key) and len(self._table.destinations(key)) == 1:
             self._wildcards.add(key)
         return added
@@ -168,6 +178,8 @@ class ExchangeRouter:
             return removed
         with self._table_lock:
             removed = self._table.unbind(destination, key)
+            if removed:
+                self._literals.pop(key, None)
         if removed and _has_wildcard(key) and not self._table.destinations(key):
             self._wildcards.remove(key)
         return removed
@@ -183,6 +195,7 @@ class ExchangeRouter:
         with self._table_lock:
             self._table, self._wildcards, self._archives = \
                 fresh._table, fresh._wildcards, fresh._archives
+            self._literals.clear()
 
     def destinations_of(self, key: str) -> set[Destination]:
         """Where RabbitMQ's ``NAME.bindings`` delivers a publish routed with ``key``."""
@@ -296,8 +309,12 @@ class ExchangeRouter:
         plain: dict[str, int] = {}
         repeats: list[tuple[int, int]] = []
         # a literal key without headers is published as it is (routes_as_published): its
-        # decision is made here, without planning, and shared by its repeats in the batch
-        literal: dict[str, Decision] | None = {} if self.routes_as_published("") else None
+        # decision is made without planning, and shared by its repeats (see _literal)
+        literal = self.routes_as_published("")
+        if literal and self._literals_for != (self.bindings_exchange, self.alternate_exchange):
+            self._literals.clear()
+            self._literals_for = (self.bindings_exchange, self.alternate_exchange)
+        cached = self._literals
         # messages whose headers (a dict) hold no CC, BCC or alias: planned as their key
         # alone (shared with the batch), then given their headers (see _dressed)
         dressed: list[tuple[int, str, dict]] = []
@@ -313,13 +330,12 @@ class ExchangeRouter:
                 if group is not None:
                     repeats.append((i, group))
                     continue
-                if literal is not None and "*" not in routing_key and \
+                if literal and "*" not in routing_key and \
                         "#" not in routing_key and routing_key.isascii() and \
                         len(routing_key) <= MAX_BINDING_BYTES:
-                    decision = literal.get(routing_key)
-                    if decision is None:
-                        decision = literal[routing_key] = self._literal(routing_key)
-                    decisions[i] = decision
+                    decision = cached.get(routing_key)
+                    decisions[i] = decision if decision is not None else \
+                        self._literal(routing_key)
                     continue
             try:
                 delivered, cc, queries, size = self._parse(routing_key, headers)
@@ -367,13 +383,21 @@ class ExchangeRouter:
     def _literal(self, routing_key: str) -> Decision:
         """The decision for a valid literal key published without headers (see
         :meth:`routes_as_published`): the key as published, no ``BCC``; matched: the key
-        itself when bound."""
-        if self._table.destinations(routing_key):
-            return Decision([Publish(self.bindings_exchange, routing_key, ())], {},
-                            keys=(routing_key,))
-        publishes = [Publish(self.bindings_exchange, routing_key, ())] \
-            if self.alternate_exchange else []
-        return Decision(publishes, {}, unroutable=True)
+        itself when bound. Kept in the cache of literal decisions (shared, read-only): read
+        and kept under the table's lock, so that a bind or unbind of the key from another
+        thread either comes after (and drops it) or is seen."""
+        with self._table_lock:
+            if self._table.destinations(routing_key):
+                decision = Decision([Publish(self.bindings_exchange, routing_key, ())], {},
+                                    keys=(routing_key,))
+            else:
+                publishes = [Publish(self.bindings_exchange, routing_key, ())] \
+                    if self.alternate_exchange else []
+                decision = Decision(publishes, {}, unroutable=True)
+            if len(self._literals) >= LITERAL_CACHE:
+                self._literals.clear()
+            self._literals[routing_key] = decision
+        return decision
 
     def _parse(self, routing_key: Any, headers: Mapping[str, Any] | None
                ) -> tuple[dict | None, list[str], tuple[str, ...], int]:

@@ -59,6 +59,7 @@ class IngressMessage:
         tag: the delivery tag.
         redelivered: the broker's redelivered flag.
         routing_key: as published (``str``; ``bytes`` if it is not UTF-8, as pika gives it).
+        key_short: the routing key as delivered, a short string (length octet included).
         parts: the content header frame and the body frames, as received.
         routing_headers: the ``CC``, ``BCC`` and BCC-alias entries
             (:class:`RoutingHeaders`), None when the message has no headers.
@@ -66,8 +67,9 @@ class IngressMessage:
         settler: the :class:`~rtroute.amqp.Settler` of the channel it came on.
     """
 
-    __slots__ = ("_body", "_headers", "_kept", "_props", "error", "exchange", "parts",
-                 "redelivered", "routing_headers", "routing_key", "settler", "span", "tag")
+    __slots__ = ("_body", "_headers", "_kept", "_props", "error", "exchange", "key_short",
+                 "parts", "redelivered", "routing_headers", "routing_key", "settler", "span",
+                 "tag")
 
     def __init__(self, exchange: Any, tag: int, redelivered: bool, routing_key: bytes,
                  parts: list[bytes], bcc_alias: str | None = None) -> None:
@@ -77,6 +79,7 @@ class IngressMessage:
         self.tag = tag
         self.settler: Any = None  # of the channel it came on (set by the pipeline)
         self.redelivered = redelivered
+        self.key_short = routing_key
         key: Any = routing_key[1:]  # a short string: length octet first
         try:
             key = key.decode("utf-8")

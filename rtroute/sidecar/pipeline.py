@@ -21,6 +21,8 @@ from typing import Any, Callable
 import pika
 
 from rtroute.amqp import ConfirmWindow, ReconnectingConnection, Settler, frames
+from rtroute.amqp.frame_codec import frame_size_limit, shortstr
+from rtroute.core.frames import publish_message
 from rtroute.divert import DivertTable, Verdict
 from rtroute.relay.broker_upstream import BrokerUpstream
 from rtroute.relay.engine import Relay
@@ -76,6 +78,7 @@ class Pipeline:
         # the basic.publish frames of the confirm window's channel
         self.publish_frames: frames.PublishFrames | None = None
         self.frame_max = 131072  # the connection's, once negotiated
+        self._shorts: dict[str, bytes] = {}  # exchange names as short strings
         timers = Timers(connection.ioloop)
         # the ingress channel's acks, in delivery order, once every republish is answered
         # (each shard of a sharded ingress has a channel and a settler of its own)
@@ -329,14 +332,39 @@ class Pipeline:
         drop = (ex.spec.bcc_alias_header, "BCC")
         publish_frames = self.publish_frames
         assert publish_frames is not None  # deliveries come once the window is open
-        if any(p.bcc is None and not p.exchange for p in decision.publishes):
-            c.direct_to_queue += 1
+        channel = publish_frames.channel
+        # no headers table: a republish without BCC sends the content as it came, its
+        # publish frame made with it in one native call (10,000 keys in turn would miss
+        # publish_frames' cache); a content header frame that fits this connection's
+        # frame_max is marked checked, so the outbox does not measure it again
+        plain = m.span[0] == m.span[1]
+        limit = frame_size_limit(self.frame_max)
+        checked = plain and (not limit or len(m.parts[0]) <= limit)
+        direct = False
         for p in decision.publishes:
-            data, count = m.republish_frames(publish_frames.channel,
-                                             publish_frames.get(p.exchange, p.routing_key),
-                                             drop, p.bcc)
-            outs.append(Republish(p.exchange, p.routing_key, None, m.body, pending,
-                                  frames=data, frame_count=count))
+            bcc = p.bcc
+            if bcc is None and not p.exchange:
+                direct = True
+            if plain and not bcc:
+                name = self._shorts.get(p.exchange)
+                if name is None:
+                    name = self._shorts[p.exchange] = shortstr(p.exchange)
+                data = publish_message(
+                    channel, name, m.key_short if p.routing_key == m.routing_key
+                    else shortstr(p.routing_key), publish_frames.mandatory, m.parts)
+                count = 1 + len(m.parts)
+                out = Republish(p.exchange, p.routing_key, None, m.body, pending,
+                                frames=data, frame_count=count)
+                out.checked = checked
+            else:
+                data, count = m.republish_frames(channel,
+                                                 publish_frames.get(p.exchange, p.routing_key),
+                                                 drop, bcc)
+                out = Republish(p.exchange, p.routing_key, None, m.body, pending,
+                                frames=data, frame_count=count)
+            outs.append(out)
+        if direct:
+            c.direct_to_queue += 1
         return outs
 
     def enqueue(self, outs: list[Republish]) -> None:

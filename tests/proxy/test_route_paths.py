@@ -124,3 +124,36 @@ def test_a_literal_key_is_not_planned():
     expected = select + b"".join(message(1, b"logs.bindings", key.encode(), b"x", hdrs)
                         for key, hdrs in publishes)
     assert sent == expected
+
+
+def test_a_run_of_literal_keys_is_renamed_at_once():
+    """Literal keys without headers, each another (no cached rewrite serves them), go to
+    NAME.bindings as published in one native pass over the run (FrameScanner.renames), not
+    routed one by one; each is metered at cost 1, so the budget holds."""
+    keys = [f"k{i}.t0" for i in range(50)]
+    routed = []
+    original = rewrite_module.Rewriter.route
+
+    def route(self, *args):
+        routed.append(args)
+        return original(self, *args)
+
+    with mock.patch.object(rewrite_module.Rewriter, "route", route):
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        try:
+            logs = RTopic("logs")
+            logs.bind(("queue", "q1"), "k1.t0", True)
+            logs.ready.set()
+            session, _client, broker = new_session()
+            session.catalog = _Catalog(logs)
+            session.client_data(b"".join(message(1, b"logs", k.encode(), b"x" * i)
+                                         for i, k in enumerate(keys)))
+            assert not session._held
+        finally:
+            loop.close()
+    select = wire.method_frame(1, wire.CONFIRM_SELECT, b"\x01")
+    assert bytes(broker.data) == select + b"".join(
+        message(1, b"logs.bindings", k.encode(), b"x" * i) for i, k in enumerate(keys))
+    assert routed == []
+    assert session.rewritten == 50 and session.meter.in_flight == 50

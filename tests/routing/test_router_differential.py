@@ -3,7 +3,7 @@ binding tables, keys and headers: each republish, routed as RabbitMQ routes it o
 ``NAME.bindings`` (the routing key, CC and BCC looked up literally), reaches exactly the
 destinations the x-rtopic rules name, each once; both decide alike on errors and unroutables."""
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from rtroute.core import reference
@@ -128,6 +128,72 @@ def test_a_batch_of_literal_keys_is_not_planned():
         [("x.bindings", "a.b", ())]
     assert other.unroutable and other.matched == () and \
         [(p.routing_key, p.bcc) for p in other.publishes] == [("c.d", ())]
+
+
+def test_literal_decisions_are_kept_across_batches():
+    """A literal key's decision is made once, not per batch (10,000 keys in turn recur
+    batch after batch), and made again once its key is bound or unbound."""
+    router = ExchangeRouter("x", bindings_type="direct")
+    router.bind(("queue", "p"), "a.b")
+    (first,) = router.decide_many([("a.b", None), ("a.b", None)])[:1]
+    assert router.decide_many([("a.b", None), ("c.d", None)])[0] is first
+    router.unbind(("queue", "p"), "a.b")
+    gone = router.decide_many([("a.b", None), ("c.d", None)])[0]
+    assert gone.unroutable and gone.publishes == []
+    router.bind(("queue", "q"), "a.b")
+    back = router.decide_many([("a.b", None), ("c.d", None)])[0]
+    assert not back.unroutable and back is not first
+
+
+# literal keys only (on bindings without '*'/'#' words every path is the short cut's, whose
+# decisions do not depend on the order of binding), few of them and two queues, so that a key
+# is often decided, then bound or unbound, then decided again
+_few = st.sampled_from(["a", "a.b", "b"])
+_two = st.tuples(st.just("queue"), st.sampled_from("pq"))
+_ops = st.lists(st.one_of(
+    st.tuples(st.just("bind"), _two, _few),
+    st.tuples(st.just("unbind"), _two, _few),
+    st.tuples(st.just("alternate"), st.sampled_from([None, "ae", "other"])),
+    st.tuples(st.just("take"), st.lists(st.tuples(_two, _few), max_size=4)),
+    st.tuples(st.just("decide"), st.lists(st.one_of(_few, st.just("é.a")), min_size=2,
+                                          max_size=4))), max_size=16)
+
+
+@SETTINGS
+@given(st.lists(st.tuples(_two, _few), max_size=4), _ops,
+       st.sampled_from(["topic", "direct"]))
+@example([(("queue", "p"), "a")], [("decide", ["a", "b"]), ("unbind", ("queue", "p"), "a"),
+                                  ("decide", ["a", "b"]), ("bind", ("queue", "q"), "b"),
+                                  ("decide", ["a", "b"]), ("alternate", "ae"),
+                                  ("decide", ["a", "b"]), ("take", [(("queue", "p"), "a")]),
+                                  ("decide", ["a", "b"])], "direct")
+def test_a_router_that_lives_decides_as_a_new_one(bindings, ops, bindings_type):
+    """Literal decisions kept across batches never outlive what made them: after any binding
+    change, re-listing or change of alternate exchange, a batch is decided as by a router
+    made afresh with the same bindings (no decision kept)."""
+    living = ExchangeRouter("x", bindings_type=bindings_type)
+    for dest, key in bindings:
+        living.bind(dest, key)
+    for op in ops:
+        if op[0] == "bind":
+            living.bind(op[1], op[2])
+        elif op[0] == "unbind":
+            living.unbind(op[1], op[2])
+        elif op[0] == "alternate":
+            living.alternate_exchange = op[1]
+        elif op[0] == "take":
+            fresh = ExchangeRouter("x", bindings_type=bindings_type)
+            for dest, key in op[1]:
+                fresh.bind(dest, key)
+            living.take_bindings(fresh)
+        else:
+            new = ExchangeRouter("x", bindings_type=bindings_type,
+                                 alternate_exchange=living.alternate_exchange)
+            for dest, key in living.bindings():
+                new.bind(dest, key)
+            batch = [(k, None) for k in op[1]]
+            assert [_outcome(d) for d in living.decide_many(batch)] == \
+                [_outcome(d) for d in new.decide_many(batch)]
 
 
 _plain_headers = st.one_of(

@@ -174,3 +174,33 @@ def test_a_frame_without_its_end_octet_tears_the_connection_down(caplog):
     reader(good)  # later reads of the dying stream are ignored
     assert got == [1]
     assert any("FRAME_ERROR" in r.getMessage() for r in caplog.records)
+
+
+def test_a_run_of_whole_deliveries_is_read_in_one_native_call(monkeypatch):
+    """The sidecar's ingress: deliveries that came whole in one read are parsed at once
+    (rtroute.core.frames' ``deliveries``), not frame by frame in Python; each callback sees
+    the reader past its delivery, and a delivery cut by the read waits for the rest."""
+    calls = []
+    native = frames._DELIVERIES
+
+    def spy(*args):
+        calls.append(args[1])
+        return native(*args)
+
+    monkeypatch.setattr(frames, "_DELIVERIES", spy)
+    stream = b"".join(deliver_frames(1, tag, "ex", f"k{tag}", b"x" * tag) for tag in range(1, 101))
+    connection = FakeConnection()
+    reader = frames.FrameReader(connection)
+    got: list = []
+    reader.intercept(1, lambda *args: got.append((args, connection.bytes_received)),
+                     detailed=True)
+    reader(stream[:-3])
+    # the run, then the delivery cut short: read again from there, its frames in Python
+    assert calls == [0, got[-1][1]] and len(got) == 99
+    reader(stream[-3:])
+    assert len(calls) == 2
+    assert [g[0][0] for g in got] == list(range(1, 101))
+    assert [frames.body_of(g[0][3]) for g in got] == [b"x" * tag for tag in range(1, 101)]
+    assert [g[1] for g in got[:99]] == [len(b"".join(deliver_frames(
+        1, tag, "ex", f"k{tag}", b"x" * tag) for tag in range(1, n + 1))) for n in range(1, 100)]
+    assert connection.bytes_received == len(stream) and connection._frame_buffer == b""

@@ -90,6 +90,44 @@ def test_each_message_is_routed_to_its_bindings_and_acked_once_its_republish_is_
     assert run.no_unknown_tags()
 
 
+def test_a_message_without_headers_is_republished_as_it_came_in_one_native_call(monkeypatch):
+    """Literal keys in turn (10,000 of them miss every cache of method frames): a message
+    without headers whose republish adds no BCC is sent with the content as received and
+    its publish frame made with it (rtroute.core.frames.publish_message), not through the
+    cache of method frames, and not measured again by the outbox (its header frame came
+    within this connection's frame_max); its properties arrive as they were published."""
+    from rtroute.amqp import frames as amqp_frames
+    from rtroute.relay.amqp_sink import AmqpSink
+
+    asked: list = []
+    cached = amqp_frames.PublishFrames.get
+    monkeypatch.setattr(amqp_frames.PublishFrames, "get",
+                        lambda self, *key: asked.append(key) or cached(self, *key))
+    measured: list = []
+    check = AmqpSink.check
+    monkeypatch.setattr(AmqpSink, "check",
+                        lambda self, out: measured.append(out.routing_key) or check(self, out))
+    run = serve(monkeypatch)
+    rabbit = run.rabbit
+    rabbit.enqueue(INGRESS, b"m1", "a.b", properties=pika.BasicProperties(
+        content_type="text/plain", message_id="id-1", delivery_mode=2))
+    rabbit.enqueue(INGRESS, b"", "x.y")
+    rabbit.enqueue(INGRESS, b"m3", "a.*")  # BCC added: the general path
+    run.run()
+    first, second, third = run.publishes()
+    assert [(p.exchange, p.routing_key, p.body) for p in (first, second, third)] == [
+        ("logs.bindings", "a.b", b"m1"), ("logs.bindings", "x.y", b""),
+        ("logs.bindings", "a.*", b"m3")]
+    assert (first.properties.content_type, first.properties.message_id,
+            first.properties.delivery_mode, first.properties.headers) == \
+        ("text/plain", "id-1", 2, None)
+    assert asked == [("logs.bindings", "a.*")] and measured == ["a.*"]
+    for p in (first, second, third):
+        rabbit.ack(p)
+    run.run()
+    assert run.acked() == [b"m1", b"", b"m3"] and run.no_unknown_tags()
+
+
 def test_a_nacked_republish_puts_its_message_back_in_the_ingress_queue_and_it_is_routed_again(
         monkeypatch):
     run = serve(monkeypatch)
