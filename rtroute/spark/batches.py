@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import pickle
 import socket
 import sys
+import zlib
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -83,10 +85,39 @@ class _EveryKeyMatcher:
         return [self._keys for _ in queries]
 
 
-def _matcher_for(kind: str, keys: Iterable[str]) -> Any:
+def _check_kind(kind: str) -> None:
     if kind not in EXCHANGE_TYPES:
         raise ValueError(
             f"unknown exchange kind {kind!r}; expected one of {', '.join(EXCHANGE_TYPES)}")
+
+
+def _by_key(kind: str, bindings: Bindings) -> dict[str, set[str]]:
+    """Each binding key's destinations, every destination and key checked (see
+    :class:`BatchRouter`'s errors)."""
+    by_key: dict[str, set[str]] = {}
+    for destination, key in bindings:
+        if key == ARCHIVE_KEY and kind == "rtopic":
+            continue  # an archive stream's binding (rtopic_layout): never a destination
+        decode_key(destination, MAX_BINDING_BYTES, "destination")
+        by_key.setdefault(decode_key(key, MAX_BINDING_BYTES, "binding key"), set()).add(
+            destination)
+    return by_key
+
+
+def check_bindings(kind: str, bindings: Bindings) -> None:
+    """Raises what ``BatchRouter(kind, bindings)`` would raise, without building a router
+    (the driver's check before its tasks build theirs).
+
+    Raises:
+        ValueError: an unknown kind, or a binding key the core refuses (over 255 bytes).
+        TypeError: a destination or key that is not a string.
+    """
+    _check_kind(kind)
+    _by_key(kind, bindings)
+
+
+def _matcher_for(kind: str, keys: Iterable[str]) -> Any:
+    _check_kind(kind)
     if kind == "direct":
         return _KeySetMatcher(keys)
     if kind == "fanout":
@@ -115,13 +146,7 @@ class BatchRouter:
 
     def __init__(self, kind: str, bindings: Bindings, noop: bool = False,
                  matcher: Any = None) -> None:
-        by_key: dict[str, set[str]] = {}
-        for destination, key in bindings:
-            if key == ARCHIVE_KEY and kind == "rtopic":
-                continue  # an archive stream's binding (rtopic_layout): never a destination
-            decode_key(destination, MAX_BINDING_BYTES, "destination")
-            by_key.setdefault(decode_key(key, MAX_BINDING_BYTES, "binding key"), set()).add(
-                destination)
+        by_key = _by_key(kind, bindings)
         self.kind = kind
         if matcher is not None:
             self._matcher = matcher
@@ -356,6 +381,21 @@ class SetUnion:
     def addInPlace(self, value1: set, value2: set) -> set:
         value1 |= value2
         return value1
+
+
+class PackedPairs:
+    """Binding pairs packed small for pickling: one zlib-compressed text, unpacked by
+    ``.value`` (as a broadcast's). A Python data source's class, which carries its plan, is
+    pickled on the driver, handed to the JVM and unpickled by every task; 10,000 pairs
+    pickle to about 300 kB as tuples, about a third of that packed, and a task whose worker already
+    built the router (by the plan's fingerprint) never unpacks them."""
+
+    def __init__(self, pairs: Iterable[tuple[str, str]]) -> None:
+        self._packed = zlib.compress(pickle.dumps(list(pairs), pickle.HIGHEST_PROTOCOL), 1)
+
+    @property
+    def value(self) -> list[tuple[str, str]]:
+        return pickle.loads(zlib.decompress(self._packed))
 
 
 _ROUTERS: OrderedDict[tuple[str, bool], BatchRouter] = OrderedDict()

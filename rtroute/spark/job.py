@@ -22,9 +22,9 @@ from rtroute.spark.batches import (
     DESTINATIONS,
     ERROR,
     OUTPUT_COLUMNS,
-    BatchRouter,
     RoutePlan,
     SetUnion,
+    check_bindings,
     fingerprint,
     route_batches,
 )
@@ -117,7 +117,7 @@ def route(messages: DataFrame, bindings: BindingsArg, kind: str = "rtopic", *,
     from pyspark.sql import types as T
 
     pairs = binding_pairs(bindings)
-    BatchRouter(kind, pairs)  # fail on the driver, not in every task
+    check_bindings(kind, pairs)  # fail on the driver, not in every task
     schema = messages.schema
     names = schema.fieldNames()
     if key_column not in names:

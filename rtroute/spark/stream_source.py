@@ -494,15 +494,16 @@ def register_routed_stream_source(spark: SparkSession, bindings: BindingsArg,
     """
     import uuid
 
-    from rtroute.spark.batches import BatchRouter
+    from rtroute.spark.batches import PackedPairs, check_bindings
     from rtroute.spark.job import binding_pairs, route_plan
 
     pairs = binding_pairs(bindings)
-    BatchRouter(kind, pairs)  # fail on the driver, not in every task
+    check_bindings(kind, pairs)  # fail on the driver, not in every task
     name = f"{NAME}-routed-{uuid.uuid4().hex[:12]}"
     # a class made here is pickled by value (cloudpickle), its plan with it
     source = type("RoutedStreamDataSource", (RabbitMQStreamDataSource,), {
-        "plan": route_plan(pairs, kind, stats), "name": classmethod(lambda cls: name),
+        "plan": route_plan(pairs, kind, stats, bindings=PackedPairs(pairs)),
+        "name": classmethod(lambda cls: name),
         "__qualname__": "register_routed_stream_source.<locals>.RoutedStreamDataSource"})
     spark.dataSource.register(source)
     return name

@@ -128,3 +128,50 @@ def test_an_archive_binding_is_no_destination_as_with_the_proxy():
     routed = router.route_batch(pa.RecordBatch.from_pydict(
         {"routing_key": ["#", "a.b", "*"], "headers": [None, None, None]}))
     assert routed.column("destinations").to_pylist() == [["q1"], ["q1"], []]
+
+
+@pytest.mark.parametrize("kind, bindings, error", [
+    ("rtopic", [("A", "a.b")], None),
+    ("nope", [("A", "a.b")], ValueError),
+    ("topic", [("A", "w" * 256)], ValueError),
+    ("direct", [("A", 3)], TypeError),
+    ("fanout", [(None, "a")], TypeError),
+    ("rtopic", [("A", "a"), ("B", "é" * 128)], ValueError),
+])
+def test_the_drivers_check_refuses_what_a_router_refuses(kind, bindings, error):
+    """check_bindings (the driver's check, no matcher built) raises what BatchRouter raises."""
+    from rtroute.spark.batches import check_bindings
+
+    if error is None:
+        check_bindings(kind, bindings)
+        BatchRouter(kind, bindings)
+        return
+    with pytest.raises(error) as by_router:
+        BatchRouter(kind, bindings)
+    with pytest.raises(error) as by_check:
+        check_bindings(kind, bindings)
+    assert str(by_check.value) == str(by_router.value)
+
+
+def test_packed_pairs_unpack_to_the_same_pairs_and_pickle_small():
+    import pickle
+    import random
+
+    from rtroute.spark.batches import PackedPairs, router_for
+    from rtroute.spark.job import route_plan
+
+    rng = random.Random(5)
+    words = ["a", "b\n", "c\0d", "é", "z", "w" * 40]
+    pairs = sorted({(f"q{rng.randrange(500)}", ".".join(rng.choice(words) for _ in range(4)))
+                    for _ in range(5_000)})
+    packed = pickle.loads(pickle.dumps(PackedPairs(pairs)))
+    assert packed.value == pairs
+    assert len(pickle.dumps(PackedPairs(pairs))) < len(pickle.dumps(pairs)) / 2
+    assert PackedPairs([]).value == []
+    # a plan carrying packed pairs routes as one carrying the pairs themselves
+    batch = _batch([{"id": i, "routing_key": key, "headers": None}
+                    for i, (_, key) in enumerate(pairs[:50])])
+    plain = BatchRouter("rtopic", pairs).route_batch(batch)
+    plan = route_plan(pairs, "rtopic", bindings=packed)
+    assert router_for(plan).route_batch(batch).equals(plain)
+    assert plain.column("destinations").null_count == 0

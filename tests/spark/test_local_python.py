@@ -17,19 +17,32 @@ PACKAGE = os.path.dirname(os.path.abspath(pyspark.__file__))
 ZIP = os.path.join(PACKAGE, "python", "lib", "pyspark.zip")
 
 
-def test_the_launcher_leaves_out_only_sparks_pyspark_zip(monkeypatch, tmp_path):
+def test_the_launcher_leaves_out_only_what_this_environment_has_installed(monkeypatch,
+                                                                         tmp_path):
+    """Out: Spark's pyspark.zip, the py4j zip of the py4j installed here, the pyspark
+    package's jars (Spark puts its core jar there; Python reads a jar's directory, thousands
+    of entries, in every new worker). Kept: everything else, a py4j zip of another version
+    and a jar elsewhere included."""
     if not os.path.isfile(ZIP):
         pytest.skip("pyspark without python/lib/pyspark.zip: nothing to leave out")
+    from py4j.version import __version__ as py4j_version
+
     monkeypatch.delenv("SPARK_HOME", raising=False)
     launcher = local_python()
     assert launcher != sys.executable
-    other = str(tmp_path / "a dir")
+    lib = os.path.dirname(ZIP)
+    py4j_zip = os.path.join(lib, f"py4j-{py4j_version}-src.zip")
+    core_jar = os.path.join(PACKAGE, "jars", "spark-core_2.13-9.9.9.jar")
+    left_out = [ZIP, py4j_zip, core_jar]
+    kept = [str(tmp_path / "a dir"), ZIP + "x", os.path.join(lib, "py4j-0.0.1-src.zip"),
+            str(tmp_path / "jars" / "other.jar"), os.path.join(PACKAGE, "jars")]
     result = subprocess.run(
         [launcher, "-c", "import json, sys, pyspark; print(json.dumps([sys.path, pyspark.__file__]))"],
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([ZIP, other, ZIP + "x"])},
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(left_out[:2] + kept + left_out[2:])},
         capture_output=True, text=True, check=True)
     path, imported = json.loads(result.stdout)
-    assert ZIP not in path and other in path and ZIP + "x" in path
+    assert [entry for entry in left_out if entry in path] == []
+    assert [entry for entry in kept if entry not in path] == []
     assert os.path.dirname(imported) == PACKAGE
 
 
