@@ -50,18 +50,25 @@ static size_t method(buffer *b, unsigned channel, uint32_t id, const char *field
     return frame(b, RT_FRAME_METHOD, channel, payload, n + 4, RT_FRAME_END);
 }
 
-static size_t publish(buffer *b, unsigned channel, const char *exchange, const char *key)
+/* an exchange and a routing key as two short strings at fields + n; the new n */
+static size_t names(char *fields, size_t n, const char *exchange, const char *key)
 {
-    char fields[600];
-    size_t n = 0, el = strlen(exchange), kl = strlen(key);
-    fields[n++] = 0;
-    fields[n++] = 0;
+    size_t el = strlen(exchange), kl = strlen(key);
     fields[n++] = (char)el;
     memcpy(fields + n, exchange, el);
     n += el;
     fields[n++] = (char)kl;
     memcpy(fields + n, key, kl);
-    n += kl;
+    return n + kl;
+}
+
+static size_t publish(buffer *b, unsigned channel, const char *exchange, const char *key)
+{
+    char fields[600];
+    size_t n = 0;
+    fields[n++] = 0;
+    fields[n++] = 0;
+    n = names(fields, n, exchange, key);
     fields[n++] = 0;
     return method(b, channel, RT_BASIC_PUBLISH, fields, n);
 }
@@ -336,7 +343,7 @@ static size_t deliver(buffer *b, unsigned channel, uint64_t tag, const char *exc
                       const char *key)
 {
     char fields[600];
-    size_t n = 0, el = strlen(exchange), kl = strlen(key);
+    size_t n = 0;
     int i;
     fields[n++] = 2; /* consumer tag "c1" */
     fields[n++] = 'c';
@@ -344,12 +351,7 @@ static size_t deliver(buffer *b, unsigned channel, uint64_t tag, const char *exc
     for (i = 0; i < 8; i++)
         fields[n++] = (char)(tag >> (56 - 8 * i));
     fields[n++] = 1; /* redelivered */
-    fields[n++] = (char)el;
-    memcpy(fields + n, exchange, el);
-    n += el;
-    fields[n++] = (char)kl;
-    memcpy(fields + n, key, kl);
-    n += kl;
+    n = names(fields, n, exchange, key);
     return method(b, channel, MID(60, 60), fields, n);
 }
 

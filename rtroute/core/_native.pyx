@@ -555,6 +555,18 @@ cdef class FrameScanner:
         self._n_methods = len(ids)
         self._check_end = check_end
 
+    cdef rt_scan_rules _any_frame(self, Py_ssize_t limit):
+        """The rules of a call that stops at no method and on no channel of its own: ``limit``
+        and the check of each frame's end only."""
+        cdef rt_scan_rules rules
+        rules.methods = NULL
+        rules.n_methods = 0
+        rules.channels = NULL
+        rules.n_channels = 0
+        rules.limit = limit
+        rules.check_end = self._check_end
+        return rules
+
     def scan(self, buf, Py_ssize_t pos, Py_ssize_t limit, tuple channels):
         """Scans the frames of ``buf`` (bytes-like) from ``pos``; ``limit``: the largest frame
         (0: any); a frame on one of ``channels`` stops the scan too.
@@ -623,12 +635,7 @@ cdef class FrameScanner:
         cdef object data = b""
         if pos < 0 or limit < 0:
             raise ValueError("pos and limit must not be negative")
-        rules.methods = NULL
-        rules.n_methods = 0
-        rules.channels = NULL
-        rules.n_channels = 0
-        rules.limit = limit
-        rules.check_end = self._check_end
+        rules = self._any_frame(limit)
         PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
         try:
             end = rt_frame_repeats(<const uint8_t *>view.buf, view.len, pos,
@@ -658,12 +665,7 @@ cdef class FrameScanner:
         cdef object data = b""
         if pos < 0 or limit < 0 or most < 0:
             raise ValueError("pos, limit and most must not be negative")
-        rules.methods = NULL
-        rules.n_methods = 0
-        rules.channels = NULL
-        rules.n_channels = 0
-        rules.limit = limit
-        rules.check_end = self._check_end
+        rules = self._any_frame(limit)
         PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
         try:
             if pos > view.len:
@@ -702,12 +704,7 @@ cdef class FrameScanner:
         cdef int k
         if pos < 0 or limit < 0:
             raise ValueError("pos and limit must not be negative")
-        rules.methods = NULL
-        rules.n_methods = 0
-        rules.channels = NULL
-        rules.n_channels = 0
-        rules.limit = limit
-        rules.check_end = self._check_end
+        rules = self._any_frame(limit)
         PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
         try:
             if pos > view.len:
