@@ -192,36 +192,30 @@ size_t rt_frame_renames(const uint8_t *buf, size_t len, size_t pos, uint16_t cha
     if (rep_len < 1 || rep_len != 1 + (size_t)rep[0])
         return pos;
     while (n < max && pos <= len) {
-        size_t publish_end, name_end, key_at, key_end, header_end, end, i, size;
+        size_t publish_end, key_at, key_end, end, i, size;
+        rt_frame publish;
         if (!whole_frame(buf, len, pos, rules, &publish_end) || buf[pos] != RT_FRAME_METHOD ||
             get_u16(buf + pos + 1) != channel || publish_end - pos < 8 + 4 ||
             get_u32(buf + pos + 7) != RT_BASIC_PUBLISH)
             break;
-        /* the fields within the frame, as parse_publish reads them */
-        if (pos + 13 >= publish_end - 1)
+        /* its fields within the frame and its content complete, as the scanner finds them */
+        publish.start = pos;
+        publish.end = publish_end;
+        publish.channel = channel;
+        publish.name_start = publish.name_end = publish.header_end = publish.content_end = 0;
+        parse_publish(buf, len, rules, &publish);
+        if (!publish.content_end || publish.name_end - publish.name_start != name_len ||
+            memcmp(buf + publish.name_start, name, name_len) != 0 ||
+            (buf[publish_end + 19] & 0x20) != 0) /* the headers flag, bit 13 */
             break;
-        name_end = pos + 14 + buf[pos + 13];
-        if (name_end >= publish_end - 1)
-            break;
-        key_at = name_end;
+        key_at = publish.name_end;
         key_end = key_at + 1 + buf[key_at];
-        if (key_end >= publish_end - 1)
-            break;
-        if ((size_t)buf[pos + 13] != name_len || memcmp(buf + pos + 14, name, name_len) != 0)
-            break;
         for (i = key_at + 1; i < key_end; i++)
             if (buf[i] == '*' || buf[i] == '#')
                 break;
         if (i < key_end)
             break;
-        if (!whole_frame(buf, len, publish_end, rules, &header_end) ||
-            buf[publish_end] != RT_FRAME_HEADER || get_u16(buf + publish_end + 1) != channel ||
-            header_end - publish_end < 8 + 14 ||
-            (buf[publish_end + 19] & 0x20) != 0) /* the headers flag, bit 13 */
-            break;
-        end = body_end(buf, len, header_end, channel, get_u64(buf + publish_end + 7 + 4), rules);
-        if (!end)
-            break;
+        end = publish.content_end;
         /* class, method, reserved (6) + exchange + routing key + bits */
         size = 6 + rep_len + (key_end - key_at) + 1;
         if (out != NULL) {

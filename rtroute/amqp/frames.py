@@ -221,10 +221,11 @@ class FrameReader:
                         if self._body_left <= 0:
                             self._deliver()
                         continue
-                    if kind == FRAME_METHOD and self._delivery is None and \
-                            buffer[offset + 7:offset + 11] == _DELIVER:
-                        # the run of whole deliveries from here, read natively
-                        deliveries = _DELIVERIES(buffer, offset, 0, channel)[1]
+                    if kind == FRAME_METHOD and buffer[offset + 7:offset + 11] == _DELIVER:
+                        # the run of whole deliveries from here, read natively; a delivery
+                        # whose content is not all here yet is read frame by frame below
+                        deliveries = _DELIVERIES(buffer, offset, 0, channel)[1] \
+                            if self._delivery is None else None
                         if deliveries:
                             on_delivery = self._on_delivery
                             detailed = self._detailed
@@ -238,7 +239,6 @@ class FrameReader:
                                 else:
                                     on_delivery(tag, exchange, key, parts)  # type: ignore[misc]
                             continue
-                    if kind == FRAME_METHOD and buffer[offset + 7:offset + 11] == _DELIVER:
                         tag_start = offset + 11                   # consumer tag
                         tag_end = tag_start + 1 + buffer[tag_start]
                         pos = tag_end

@@ -152,22 +152,14 @@ class PyFrameScanner:
             if not publish_end or buf[pos] != _FRAME_METHOD or _U16(buf, pos + 1)[0] != channel \
                     or publish_end - pos < 12 or _U32(buf, pos + 7)[0] != _BASIC_PUBLISH:
                 break
-            if pos + 13 >= publish_end - 1:
+            # its fields within the frame and its content complete, as scan finds them
+            found, _, end, _ = self._publish(buf, pos, publish_end, channel, limit)
+            if found != name or not end or buf[publish_end + 19] & 0x20:
                 break
             name_end = pos + 14 + buf[pos + 13]
-            key_end = name_end + 1 + buf[name_end] if name_end < publish_end - 1 else 0
-            if not key_end or key_end >= publish_end - 1 or bytes(buf[pos + 14:name_end]) != name:
-                break
+            key_end = name_end + 1 + buf[name_end]
             key = bytes(buf[name_end + 1:key_end])
             if b"*" in key or b"#" in key:
-                break
-            header_end = self._whole(buf, publish_end, limit)
-            if not header_end or buf[publish_end] != _FRAME_HEADER or \
-                    _U16(buf, publish_end + 1)[0] != channel or \
-                    header_end - publish_end < 8 + 14 or buf[publish_end + 19] & 0x20:
-                break
-            end = self._body_end(buf, header_end, channel, _U64(buf, publish_end + 11)[0], limit)
-            if not end:
                 break
             fields = bytes(buf[name_end:key_end + 1])  # routing key, bits
             out += (struct.pack(">BHI", _FRAME_METHOD, channel, 6 + len(replacement) + len(fields)),
